@@ -1,0 +1,61 @@
+//! Which sessions are live, remembered for a short while so that checking a token costs
+//! no store round trip on the hot path. The bound is `session_cache_ttl`: a session
+//! revoked by another process stops working here at most that long afterwards; one
+//! revoked by this process stops at once, because it is forgotten here.
+
+use std::time::Duration;
+
+use moka::future::Cache;
+use pipeline::clock::now_ms;
+use pipeline::store::{SessionState, Store};
+
+use crate::http::error::ApiError;
+
+#[derive(Debug, Clone)]
+pub struct SessionCache {
+    store: Store,
+    cache: Cache<String, Option<SessionState>>,
+}
+
+impl SessionCache {
+    pub fn new(store: Store, ttl: Duration) -> Self {
+        Self {
+            store,
+            cache: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ttl)
+                .build(),
+        }
+    }
+
+    /// Whether the session may be used now.
+    pub async fn is_live(&self, session_id: &str) -> Result<bool, ApiError> {
+        let store = &self.store;
+        let state = self
+            .cache
+            .try_get_with_by_ref(
+                session_id,
+                async move { store.session_state(session_id).await },
+            )
+            .await
+            .map_err(|e| ApiError::Internal(Box::new(ArcError(e))))?;
+        Ok(state.is_some_and(|s| s.is_live(now_ms())))
+    }
+
+    /// Drops what is remembered of a session, after it was revoked here.
+    pub async fn forget(&self, session_id: &str) {
+        self.cache.invalidate(session_id).await;
+    }
+}
+
+/// moka shares one loader error among waiters as an `Arc`.
+#[derive(Debug)]
+struct ArcError(std::sync::Arc<pipeline::store::StoreError>);
+
+impl std::fmt::Display for ArcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ArcError {}

@@ -1,0 +1,35 @@
+//! Settings of the front end, already validated by the binary's configuration layer.
+
+use std::time::Duration;
+
+/// How the API behaves; built by the binary from layered configuration.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// `iss` of issued access tokens, and the only issuer accepted.
+    pub issuer: String,
+    /// Lifetime of access tokens; the spec fixes 900 s.
+    pub access_token_ttl: Duration,
+    /// Lifetime of a login session and so of its refresh tokens.
+    pub session_ttl: Duration,
+    /// How long a session's "still live" answer may be served from memory. This bounds
+    /// how long an access token keeps working in *another* process after logout; the
+    /// process that handles the logout forgets the session at once.
+    pub session_cache_ttl: Duration,
+    /// Add `Secure` to the refresh cookie (turn off only for plain-http development).
+    pub cookie_secure: bool,
+    /// Largest JSON body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            issuer: "claims-service".into(),
+            access_token_ttl: Duration::from_secs(900),
+            session_ttl: Duration::from_secs(7 * 24 * 3600),
+            session_cache_ttl: Duration::from_secs(2),
+            cookie_secure: true,
+            max_body_bytes: 10 * 1024 * 1024,
+        }
+    }
+}

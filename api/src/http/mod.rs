@@ -1,0 +1,7 @@
+//! What every request passes through, whatever its route.
+
+pub mod error;
+pub mod fallback;
+pub mod json;
+pub mod metrics;
+pub mod request_context;

@@ -1,0 +1,53 @@
+//! The HTTP front end of the claims service (spec: Endpoints; contract: Conventions).
+//!
+//! `http` holds what every request passes through (request ids, the error body, the
+//! JSON extractor, metrics); `auth` the tokens, keys, passwords and the scope check;
+//! `routes` one file per resource. [`router`] wires them; [`serve`] runs them.
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod openapi;
+pub mod routes;
+pub mod state;
+
+use std::future::Future;
+
+use axum::Router;
+use tokio::net::TcpListener;
+
+pub use config::ApiConfig;
+pub use http::error::ApiError;
+pub use state::AppState;
+
+/// The whole application: every documented route under `/api/v1`, plus the layers that
+/// give every response its request id and the spec's error body.
+pub fn router(state: AppState) -> Router {
+    let (routes, _doc) = openapi::routes().split_for_parts();
+    Router::new()
+        .nest("/api/v1", routes)
+        .fallback(http::fallback::not_found)
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            http::fallback::panic_response,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http::request_context::request_context,
+        ))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` completes, then lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}

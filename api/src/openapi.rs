@@ -1,0 +1,180 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations.
+//!
+//! Routes are registered only through [`routes`], which adds each handler to the router
+//! and its annotation to the document in one step, so the two cannot drift apart. The
+//! conventions every operation shares (request-id and rate-limit headers, the error
+//! responses of authentication and of the server) are added here once, by
+//! [`apply_conventions`], rather than repeated on every handler.
+
+use std::sync::LazyLock;
+
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{
+    ContentBuilder, HeaderBuilder, ObjectBuilder, OpenApi as Doc, Ref, ResponseBuilder, Type,
+};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::routes::{auth, health, operations, tenant_settings, well_known};
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Claims Service API",
+        version = "1.0.0",
+        description = "Multi-tenant health-claims processing. Paths are relative to /api/v1. \
+                       Errors have the body {\"error\": {code, message, field?, request_id}}."
+    ),
+    servers((url = "/api/v1")),
+    components(schemas(schemas::ErrorBody, schemas::ErrorDetail)),
+    tags(
+        (name = "auth", description = "Login, token refresh, logout and the verification keys"),
+        (name = "tenant", description = "Tenant settings and users"),
+        (name = "operations", description = "Health, metrics and this document"),
+    )
+)]
+struct ApiDoc;
+
+/// Every route of the API, each with its documentation.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(auth::login))
+        .routes(routes!(auth::refresh))
+        .routes(routes!(auth::logout))
+        .routes(routes!(well_known::jwks))
+        .routes(routes!(
+            tenant_settings::get_settings,
+            tenant_settings::patch_settings
+        ))
+        .routes(routes!(health::live))
+        .routes(routes!(health::ready))
+        .routes(routes!(operations::openapi_json))
+        .routes(routes!(operations::docs))
+        .routes(routes!(operations::redoc_js))
+        .routes(routes!(operations::metrics))
+}
+
+/// The finished document.
+pub fn document() -> &'static Doc {
+    static DOC: LazyLock<Doc> = LazyLock::new(|| {
+        let (_, mut doc) = routes().split_for_parts();
+        apply_conventions(&mut doc);
+        doc
+    });
+    &DOC
+}
+
+pub fn document_json() -> &'static str {
+    static JSON: LazyLock<String> = LazyLock::new(|| {
+        document()
+            .to_pretty_json()
+            .unwrap_or_else(|_| "{}".to_owned())
+    });
+    &JSON
+}
+
+/// Adds what every operation shares: the bearer scheme, the request-id and rate-limit
+/// headers on every response, and the error responses any operation can give.
+pub fn apply_conventions(doc: &mut Doc) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            Http::builder()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .description(Some(
+                    "RS256 access token from POST /auth/login; verify with /.well-known/jwks.json",
+                ))
+                .build(),
+        ),
+    );
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            apply_to_operation(op);
+        }
+    }
+}
+
+fn apply_to_operation(op: &mut Operation) {
+    let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+    let error = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+    };
+    let responses = &mut op.responses.responses;
+    if secured {
+        responses
+            .entry("401".into())
+            .or_insert_with(|| error("Missing or invalid access token (`UNAUTHORIZED`) or an expired one (`TOKEN_EXPIRED`)").into());
+        responses.entry("403".into()).or_insert_with(|| {
+            error("The token lacks the scope this operation requires (`INSUFFICIENT_SCOPE`)").into()
+        });
+    }
+    responses.entry("429".into()).or_insert_with(|| {
+        error("Rate limit exceeded (`RATE_LIMITED`); wait for `Retry-After` seconds").into()
+    });
+    responses.entry("500".into()).or_insert_with(|| {
+        error("Server error (`INTERNAL_ERROR`); no internals are disclosed").into()
+    });
+
+    for response in responses.values_mut() {
+        if let utoipa::openapi::RefOr::T(r) = response {
+            for (name, description) in RESPONSE_HEADERS {
+                let schema = if *name == "X-Request-Id" {
+                    Type::String
+                } else {
+                    Type::Integer
+                };
+                r.headers.entry((*name).to_owned()).or_insert_with(|| {
+                    HeaderBuilder::new()
+                        .schema(ObjectBuilder::new().schema_type(schema))
+                        .description(Some(*description))
+                        .build()
+                });
+            }
+        }
+    }
+
+    let params = op.parameters.get_or_insert_with(Vec::new);
+    params.push(
+        ParameterBuilder::new()
+            .name("X-Request-Id")
+            .parameter_in(ParameterIn::Header)
+            .description(Some("Echoed in the response and in error bodies when 1-128 characters of [A-Za-z0-9._:-]; generated otherwise"))
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .build(),
+    );
+}
+
+const RESPONSE_HEADERS: &[(&str, &str)] = &[
+    (
+        "X-Request-Id",
+        "The request's id; equals `error.request_id` in error bodies",
+    ),
+    ("X-RateLimit-Limit", "Requests allowed per window"),
+    ("X-RateLimit-Remaining", "Requests left in the window"),
+    (
+        "X-RateLimit-Reset",
+        "Unix time in seconds when the window resets",
+    ),
+];

@@ -1,0 +1,68 @@
+//! `GET /openapi.json`, `GET /docs`, `GET /metrics` (contract: Operations).
+
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{Html, IntoResponse, Response};
+
+use crate::openapi;
+use crate::state::AppState;
+
+/// This document: OpenAPI 3.1 generated from the code.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+pub async fn openapi_json() -> Response {
+    (
+        [(CONTENT_TYPE, "application/json")],
+        openapi::document_json(),
+    )
+        .into_response()
+}
+
+/// A readable rendering of this document (Redoc, served locally).
+#[utoipa::path(get, path = "/docs", tag = "operations",
+    responses((status = 200, description = "HTML documentation page", content_type = "text/html")))]
+pub async fn docs() -> Html<&'static str> {
+    Html(DOCS_PAGE)
+}
+
+/// The Redoc script the docs page loads.
+#[utoipa::path(get, path = "/docs/redoc.js", tag = "operations",
+    responses((status = 200, description = "Redoc 2.5.4 standalone bundle", content_type = "application/javascript")))]
+pub async fn redoc_js() -> Response {
+    (
+        [
+            (CONTENT_TYPE, "application/javascript"),
+            (CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        REDOC_JS,
+    )
+        .into_response()
+}
+
+/// Prometheus metrics in text format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+const REDOC_JS: &[u8] = include_bytes!("../../assets/redoc.standalone.js");
+
+const DOCS_PAGE: &str = r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Claims Service API</title>
+<style>body { margin: 0; padding: 0; }</style>
+</head>
+<body>
+<redoc spec-url="/api/v1/openapi.json" hide-download-button="false"></redoc>
+<script src="/api/v1/docs/redoc.js"></script>
+</body>
+</html>
+"#;

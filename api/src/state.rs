@@ -1,0 +1,43 @@
+//! Shared state of the handlers: the store, the key ring, caches and settings.
+
+use std::sync::Arc;
+
+use pipeline::store::Store;
+
+use crate::auth::keys::KeyRing;
+use crate::auth::session_cache::SessionCache;
+use crate::config::ApiConfig;
+use crate::http::metrics::Metrics;
+
+/// Cheap to clone: one `Arc`.
+#[derive(Debug, Clone)]
+pub struct AppState(Arc<Inner>);
+
+#[derive(Debug)]
+pub struct Inner {
+    pub store: Store,
+    pub keys: KeyRing,
+    pub sessions: SessionCache,
+    pub config: ApiConfig,
+    pub metrics: Metrics,
+}
+
+impl AppState {
+    pub fn new(store: Store, keys: KeyRing, config: ApiConfig) -> Self {
+        let sessions = SessionCache::new(store.clone(), config.session_cache_ttl);
+        Self(Arc::new(Inner {
+            store,
+            keys,
+            sessions,
+            config,
+            metrics: Metrics::new(),
+        }))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}

@@ -1,0 +1,34 @@
+//! Wall-clock time as the store keeps it: Unix milliseconds in a BIGINT, which both
+//! SQLite and PostgreSQL index and compare natively.
+
+use time::OffsetDateTime;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    to_ms(OffsetDateTime::now_utc())
+}
+
+pub fn to_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// RFC 3339 UTC with millisecond precision, the contract's time format.
+pub fn ms_to_rfc3339(ms: i64) -> String {
+    let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    t.format(&fmt).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339_utc() {
+        assert_eq!(ms_to_rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(ms_to_rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+}

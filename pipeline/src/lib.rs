@@ -1,0 +1,5 @@
+//! The processing side of the service. `store` is the relational state shared by every
+//! role (tenants, users, sessions, keys; later the snapshots the stages write).
+
+pub mod clock;
+pub mod store;

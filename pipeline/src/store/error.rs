@@ -1,0 +1,37 @@
+//! The store's one error type, grouped by how a caller reacts: `Conflict` and `NotFound`
+//! are answers about the data; `Unavailable` is worth a retry; the rest are bugs or
+//! misconfiguration. Database constraint violations are mapped here and nowhere else.
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule would be broken; names the rule in domain words.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("not found")]
+    NotFound,
+    /// The database could not be reached or timed out; retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error("store configuration: {0}")]
+    Config(String),
+    #[error("store error: {0}")]
+    Other(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
+            }
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e),
+            _ => StoreError::Other(e),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The relational store: one code path over SQLite (the embedded default) and PostgreSQL
+//! (scale-out), through sqlx's `Any` driver. Queries use `$n` placeholders, which both
+//! engines accept, and only portable types (TEXT, BIGINT, DOUBLE), so each query is
+//! written once. The schema itself differs where the engines do, hence one migration
+//! folder per backend.
+//!
+//! SQLite allows one writer at a time; a pool of writers would only queue on the file
+//! lock and fail deferred transactions with SQLITE_BUSY. So on SQLite writes go through
+//! a single-connection pool while reads use several; on PostgreSQL both are one pool.
+
+mod error;
+mod keys;
+mod sessions;
+mod tenants;
+mod users;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, Executor};
+
+pub use error::StoreError;
+pub use keys::SigningKeyRecord;
+pub use sessions::{NewSession, RefreshOutcome, SessionState};
+pub use tenants::Tenant;
+pub use users::{User, UserUpsert};
+
+/// Which database engine a URL selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn of_url(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(StoreError::Config(
+                "database URL must start with sqlite: or postgres://".into(),
+            ))
+        }
+    }
+}
+
+/// Pool sizes and timeouts.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    read: AnyPool,
+    write: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Connects without touching the schema.
+    pub async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::of_url(url)?;
+        match backend {
+            Backend::Sqlite => {
+                ensure_sqlite_parent_dir(url)?;
+                let url = with_create_mode(url);
+                let write = sqlite_pool(&url, 1, opts).await?;
+                let read = sqlite_pool(&url, opts.max_connections.max(2), opts).await?;
+                Ok(Self {
+                    read,
+                    write,
+                    backend,
+                })
+            }
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(opts.max_connections)
+                    .acquire_timeout(opts.acquire_timeout)
+                    .connect(url)
+                    .await
+                    .map_err(StoreError::from)?;
+                Ok(Self {
+                    read: pool.clone(),
+                    write: pool,
+                    backend,
+                })
+            }
+        }
+    }
+
+    /// Connects and applies every pending migration.
+    pub async fn open(url: &str, opts: &StoreOptions) -> Result<Self, StoreError> {
+        let store = Self::connect(url, opts).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies pending migrations; safe to run concurrently from several processes
+    /// (sqlx takes an advisory lock on PostgreSQL, SQLite serialises on its file lock).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let migrator = match self.backend {
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("migrations/postgres"),
+        };
+        migrator
+            .run(&self.write)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A trivial query, for readiness checks.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.read).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.write.close().await;
+        self.read.close().await;
+    }
+
+    pub(crate) fn reader(&self) -> &AnyPool {
+        &self.read
+    }
+
+    pub(crate) fn writer(&self) -> &AnyPool {
+        &self.write
+    }
+}
+
+async fn sqlite_pool(url: &str, size: u32, opts: &StoreOptions) -> Result<AnyPool, StoreError> {
+    AnyPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(opts.acquire_timeout)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                // WAL lets readers run beside the writer; synchronous=FULL makes every
+                // commit durable before it returns (a 202 means on disk); the busy
+                // timeout lets the admin CLI write while `serve` runs.
+                conn.execute(
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await
+        .map_err(StoreError::from)
+}
+
+/// SQLite refuses to create a file in a missing folder; create the folder first.
+fn ensure_sqlite_parent_dir(url: &str) -> Result<(), StoreError> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    if let Some(parent) = Path::new(path).parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::Config(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens the file read-write and creates it when missing, unless the URL says otherwise.
+fn with_create_mode(url: &str) -> String {
+    if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Parses a stored scope string; the store only ever writes valid ones.
+pub(crate) fn parse_scopes(s: &str) -> schemas::ScopeSet {
+    schemas::ScopeSet::parse_space_separated(s).unwrap_or_default()
+}
+
+impl FromStr for Backend {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::of_url(s)
+    }
+}

@@ -1,0 +1,85 @@
+//! Identifiers supplied by clients. The contract fixes their form: 1-64 characters of
+//! `[A-Za-z0-9._:-]`. A `ClientId` can only be built through [`ClientId::parse`], so any
+//! value of the type is valid by construction.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a string is not a valid client-supplied id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("must not be empty")]
+    Empty,
+    #[error("must be at most 64 characters")]
+    TooLong,
+    #[error("may contain only letters, digits and . _ : -")]
+    BadCharacter,
+}
+
+/// A validated client-supplied identifier (tenant id, claim id, provider id, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(String);
+
+impl ClientId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(s: impl Into<String>) -> Result<Self, IdError> {
+        let s = s.into();
+        if s.is_empty() {
+            return Err(IdError::Empty);
+        }
+        if s.len() > Self::MAX_LEN {
+            return Err(IdError::TooLong);
+        }
+        if !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        {
+            return Err(IdError::BadCharacter);
+        }
+        Ok(Self(s))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ClientId::parse(s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_contract_alphabet() {
+        assert!(ClientId::parse("CLM-2026.01:a_b").is_ok());
+        assert!(ClientId::parse("x".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn refuses_everything_else() {
+        assert_eq!(ClientId::parse(""), Err(IdError::Empty));
+        assert_eq!(ClientId::parse("x".repeat(65)), Err(IdError::TooLong));
+        assert_eq!(ClientId::parse("a b"), Err(IdError::BadCharacter));
+        assert_eq!(ClientId::parse("é"), Err(IdError::BadCharacter));
+        assert_eq!(ClientId::parse("a/b"), Err(IdError::BadCharacter));
+    }
+}

@@ -1,0 +1,72 @@
+//! The command line (contract: Running; Tenants and users).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "claims",
+    version,
+    about = "Multi-tenant health-claims processing service"
+)]
+pub struct Cli {
+    /// A TOML configuration file; `CLAIMS_*` environment variables override it.
+    #[arg(long, global = true, env = "CLAIMS_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the API and the pipeline stages.
+    Serve(ServeArgs),
+    /// Apply pending database migrations, then exit.
+    Migrate,
+    /// Operator commands; they print JSON and work while `serve` runs.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Roles this process runs, comma-separated; all of them by default.
+    #[arg(long, value_delimiter = ',', value_parser = ["api"])]
+    pub stages: Option<Vec<String>>,
+    /// Create a demo tenant and a user holding every scope, and print how to log in.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create a tenant, or report the existing one.
+    CreateTenant(CreateTenantArgs),
+    /// Create a user, or bring an existing one to the given password and scopes.
+    CreateUser(CreateUserArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateTenantArgs {
+    #[arg(long)]
+    pub tenant_id: String,
+    #[arg(long)]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateUserArgs {
+    #[arg(long)]
+    pub tenant_id: String,
+    #[arg(long)]
+    pub email: String,
+    /// The password; or set CLAIMS_ADMIN_PASSWORD to keep it out of the process list.
+    #[arg(long, env = "CLAIMS_ADMIN_PASSWORD", hide_env_values = true)]
+    pub password: String,
+    /// Space-separated scopes, e.g. "claims:write claims:read".
+    #[arg(long)]
+    pub scopes: String,
+}

@@ -1,0 +1,227 @@
+//! Layered configuration: defaults, then an optional TOML file (`--config` or
+//! `CLAIMS_CONFIG`), then `CLAIMS_*` environment variables; then validation into typed
+//! choices. Every setting is documented once, here, and listed in the README.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The settings as written by the operator, before validation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Folder of the embedded default's database and of generated keys (`CLAIMS_DATA_DIR`).
+    pub data_dir: PathBuf,
+    /// Address the HTTP API listens on (`CLAIMS_HTTP_ADDR`).
+    pub http_addr: String,
+    /// `sqlite:…` or `postgres://…`; default SQLite at `$CLAIMS_DATA_DIR/claims.db`
+    /// (`CLAIMS_DATABASE_URL`).
+    pub database_url: Option<String>,
+    /// Connections per database pool (`CLAIMS_DATABASE_MAX_CONNECTIONS`).
+    pub database_max_connections: u32,
+    /// RSA private key (PKCS#8 PEM) that signs access tokens; default
+    /// `$CLAIMS_DATA_DIR/keys/signing.pem`, generated when missing (`CLAIMS_JWT_KEY_FILE`).
+    pub jwt_key_file: Option<PathBuf>,
+    /// `iss` of access tokens (`CLAIMS_JWT_ISSUER`).
+    pub jwt_issuer: String,
+    /// Lifetime of a login session and its refresh tokens, seconds (`CLAIMS_SESSION_TTL_SECS`).
+    pub session_ttl_secs: u64,
+    /// How long another process may keep accepting a logged-out session's access
+    /// tokens, milliseconds (`CLAIMS_SESSION_CACHE_TTL_MS`).
+    pub session_cache_ttl_ms: u64,
+    /// `Secure` attribute on the refresh cookie; `false` only for plain-http
+    /// development (`CLAIMS_COOKIE_SECURE`).
+    pub cookie_secure: bool,
+    /// Largest JSON request body, bytes (`CLAIMS_MAX_BODY_BYTES`).
+    pub max_body_bytes: usize,
+    /// `text` or `json` log lines (`CLAIMS_LOG_FORMAT`).
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            http_addr: "127.0.0.1:8080".into(),
+            database_url: None,
+            database_max_connections: 16,
+            jwt_key_file: None,
+            jwt_issuer: "claims-service".into(),
+            session_ttl_secs: 7 * 24 * 3600,
+            session_cache_ttl_ms: 2000,
+            cookie_secure: true,
+            max_body_bytes: 10 * 1024 * 1024,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// Which relational store, decided from the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    Sqlite { url: String },
+    Postgres { url: String },
+}
+
+impl StoreChoice {
+    pub fn url(&self) -> &str {
+        match self {
+            StoreChoice::Sqlite { url } | StoreChoice::Postgres { url } => url,
+        }
+    }
+}
+
+/// Validated, typed configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub http_addr: SocketAddr,
+    pub store: StoreChoice,
+    pub database_max_connections: u32,
+    pub jwt_key_file: PathBuf,
+    pub api: api::ApiConfig,
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Reads the layers and validates them.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                bail!("the configuration file {} does not exist", file.display());
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(Env::prefixed("CLAIMS_").ignore(&[
+            "config",
+            "admin_password",
+            "demo_password",
+        ]));
+        let settings: Settings = figment.extract().context("invalid configuration")?;
+        Self::from_settings(settings)
+    }
+
+    pub fn from_settings(s: Settings) -> anyhow::Result<Self> {
+        let http_addr: SocketAddr = s
+            .http_addr
+            .parse()
+            .with_context(|| format!("CLAIMS_HTTP_ADDR `{}` is not host:port", s.http_addr))?;
+        let url = s
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", s.data_dir.join("claims.db").display()));
+        let store = if url.starts_with("sqlite:") {
+            StoreChoice::Sqlite { url }
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            StoreChoice::Postgres { url }
+        } else {
+            bail!("CLAIMS_DATABASE_URL must start with sqlite: or postgres://");
+        };
+        if s.database_max_connections == 0 {
+            bail!("CLAIMS_DATABASE_MAX_CONNECTIONS must be at least 1");
+        }
+        if s.session_ttl_secs < 60 {
+            bail!("CLAIMS_SESSION_TTL_SECS must be at least 60");
+        }
+        if s.session_cache_ttl_ms > 60_000 {
+            bail!("CLAIMS_SESSION_CACHE_TTL_MS must be at most 60000, so that logout takes effect promptly");
+        }
+        if s.max_body_bytes < 1024 {
+            bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
+        }
+        let jwt_key_file = s
+            .jwt_key_file
+            .clone()
+            .unwrap_or_else(|| s.data_dir.join("keys").join("signing.pem"));
+        Ok(Self {
+            data_dir: s.data_dir,
+            http_addr,
+            store,
+            database_max_connections: s.database_max_connections,
+            jwt_key_file,
+            api: api::ApiConfig {
+                issuer: s.jwt_issuer,
+                access_token_ttl: Duration::from_secs(900),
+                session_ttl: Duration::from_secs(s.session_ttl_secs),
+                session_cache_ttl: Duration::from_millis(s.session_cache_ttl_ms),
+                cookie_secure: s.cookie_secure,
+                max_body_bytes: s.max_body_bytes,
+            },
+            log_format: s.log_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_select_the_embedded_store_under_the_data_dir() {
+        let c = Config::from_settings(Settings::default()).unwrap();
+        assert_eq!(
+            c.store,
+            StoreChoice::Sqlite {
+                url: "sqlite://./data/claims.db".into()
+            }
+        );
+        assert_eq!(c.jwt_key_file, PathBuf::from("./data/keys/signing.pem"));
+        assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+        assert!(c.api.cookie_secure);
+    }
+
+    #[test]
+    fn a_postgres_url_selects_postgres() {
+        let s = Settings {
+            database_url: Some("postgres://u@h/db".into()),
+            ..Settings::default()
+        };
+        assert!(matches!(
+            Config::from_settings(s).unwrap().store,
+            StoreChoice::Postgres { .. }
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        let bad_url = Settings {
+            database_url: Some("mysql://x".into()),
+            ..Settings::default()
+        };
+        assert!(Config::from_settings(bad_url).is_err());
+        let bad_addr = Settings {
+            http_addr: "nowhere".into(),
+            ..Settings::default()
+        };
+        assert!(Config::from_settings(bad_addr).is_err());
+    }
+
+    #[test]
+    fn environment_overrides_the_file_which_overrides_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "claims.toml",
+                "http_addr = \"127.0.0.1:9000\"\ncookie_secure = false\njwt_issuer = \"from-file\"",
+            )?;
+            jail.set_env("CLAIMS_JWT_ISSUER", "from-env");
+            let c = Config::load(Some(Path::new("claims.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(c.http_addr.port(), 9000);
+            assert!(!c.api.cookie_secure);
+            assert_eq!(c.api.issuer, "from-env");
+            Ok(())
+        });
+    }
+}
