@@ -210,6 +210,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
     fn environment_overrides_the_file_which_overrides_defaults() {
         figment::Jail::expect_with(|jail| {
             jail.create_file(

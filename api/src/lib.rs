@@ -27,6 +27,9 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", routes)
         .fallback(http::fallback::not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.config.max_body_bytes,
+        ))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             http::fallback::panic_response,
         ))

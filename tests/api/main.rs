@@ -1,0 +1,18 @@
+//! The HTTP suite: every test spawns the real service on port 0 with a fresh database,
+//! and runs once on SQLite and once on PostgreSQL (`sqlite::…` and `postgres::…` in
+//! the output).
+
+// A test reports failure by panicking; unwrapping is the idiom here.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+mod admin_cli;
+mod auth_login;
+mod auth_session;
+mod errors;
+mod forged_tokens;
+mod health;
+mod multi_process;
+mod openapi;
+mod tenant_settings;

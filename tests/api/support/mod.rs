@@ -1,0 +1,299 @@
+//! Test support: spawning the app, fresh databases, users, logins, requests.
+
+#![allow(dead_code, clippy::unwrap_used)] // not every test binary uses every helper
+
+pub mod backend;
+pub mod jwt;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use claims::config::{Config, Settings};
+use claims::server::Server;
+use pipeline::store::Store;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+pub use backend::{Backend, Database};
+
+/// Runs one async test body on both backends: `both_backends!(name, ...)` expands to
+/// `sqlite::name` and `postgres::name`, each calling `name(Backend::…)`.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Sqlite).await
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Postgres).await
+                }
+            )+
+        }
+    };
+}
+
+/// A running service and what a test needs to talk to it.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub store: Store,
+    pub config: Config,
+    pub data_dir: PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+    // Kept last: dropped after the server stops using the database.
+    _db: std::sync::Arc<Database>,
+    _dir: std::sync::Arc<tempfile::TempDir>,
+}
+
+/// Options for spawning.
+#[derive(Default)]
+pub struct AppOptions {
+    pub settings: Option<Settings>,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, |_| {}).await
+    }
+
+    /// Spawns with settings adjusted by `tweak`.
+    pub async fn spawn_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let db = std::sync::Arc::new(Database::create(backend, dir.path()).await);
+        Self::spawn_on(db, dir, tweak).await
+    }
+
+    /// A second process on the same database (and data folder), as when scaling out.
+    pub async fn spawn_sibling(&self, tweak: impl FnOnce(&mut Settings)) -> Self {
+        Self::spawn_on(self._db.clone(), self._dir.clone(), tweak).await
+    }
+
+    async fn spawn_on(
+        db: std::sync::Arc<Database>,
+        dir: std::sync::Arc<tempfile::TempDir>,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
+        let mut settings = Settings {
+            data_dir: dir.path().to_owned(),
+            http_addr: "127.0.0.1:0".into(),
+            database_url: Some(db.url.clone()),
+            database_max_connections: 4,
+            ..Settings::default()
+        };
+        tweak(&mut settings);
+        let config = Config::from_settings(settings).unwrap();
+        let server = Server::build(&config).await.unwrap();
+        let addr = server.local_addr();
+        let store = server.state().store.clone();
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(server.run_until(async move {
+            let _ = rx.await;
+        }));
+        TestApp {
+            addr,
+            base: format!("http://{addr}/api/v1"),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            store,
+            config,
+            data_dir: dir.path().to_owned(),
+            shutdown: Some(tx),
+            _db: db,
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Creates a tenant (if needed) and a user with these scopes; answers its email and
+    /// password.
+    pub async fn user(&self, tenant_id: &str, scopes: &str) -> (String, String) {
+        self.store
+            .ensure_tenant(tenant_id, tenant_id)
+            .await
+            .unwrap();
+        let email = format!(
+            "{}@{}.example.com",
+            uuid::Uuid::new_v4().simple(),
+            tenant_id
+        );
+        let password = "correct horse battery".to_owned();
+        claims::admin::ensure_user(
+            &self.store,
+            tenant_id,
+            &email,
+            password.clone().into(),
+            scopes,
+        )
+        .await
+        .unwrap();
+        (email, password)
+    }
+
+    pub async fn login_raw(&self, email: &str, password: &str) -> reqwest::Response {
+        self.client
+            .post(self.url("/auth/login"))
+            .json(&json!({ "email": email, "password": password }))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Logs in; answers the access token and the refresh token from the cookie.
+    pub async fn login(&self, email: &str, password: &str) -> Session {
+        let res = self.login_raw(email, password).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let refresh = refresh_cookie(res.headers()).expect("login sets the refresh cookie");
+        let body: Value = res.json().await.unwrap();
+        Session {
+            access: body["access_token"].as_str().unwrap().to_owned(),
+            refresh,
+        }
+    }
+
+    /// A fresh user with these scopes, logged in.
+    pub async fn session(&self, tenant_id: &str, scopes: &str) -> Session {
+        let (email, password) = self.user(tenant_id, scopes).await;
+        self.login(&email, &password).await
+    }
+
+    /// Sends a request with an optional bearer token and JSON body; answers the status,
+    /// the headers and the body (JSON, or Null when empty).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        Reply::from(req.send().await.unwrap()).await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// An access token and the refresh token of one login.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub access: String,
+    pub refresh: String,
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn from(res: reqwest::Response) -> Self {
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the spec's error body with this status and code, and that its
+    /// `request_id` equals the `X-Request-Id` header; answers `error.field`.
+    #[track_caller]
+    pub fn assert_error(&self, status: StatusCode, code: &str) -> Option<String> {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        let err = &self.body["error"];
+        assert_eq!(err["code"], code, "body: {}", self.body);
+        assert!(
+            err["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "message missing: {}",
+            self.body
+        );
+        let rid = self
+            .header("x-request-id")
+            .expect("every response has X-Request-Id");
+        assert_eq!(err["request_id"], rid, "request_id must equal X-Request-Id");
+        let keys: Vec<&str> = err
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert!(
+            keys.iter()
+                .all(|k| ["code", "message", "field", "request_id"].contains(k)),
+            "unexpected members in {keys:?}"
+        );
+        err["field"].as_str().map(str::to_owned)
+    }
+}
+
+/// The refresh token a response sets, if it sets one with a value.
+pub fn refresh_cookie(headers: &HeaderMap) -> Option<String> {
+    set_cookie(headers).and_then(|c| {
+        let value = c
+            .split(';')
+            .next()?
+            .strip_prefix("service_refresh_token=")?;
+        (!value.is_empty()).then(|| value.to_owned())
+    })
+}
+
+/// The `Set-Cookie` header of the refresh cookie.
+pub fn set_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("service_refresh_token="))
+        .map(str::to_owned)
+}
+
+/// Every scope of the spec.
+pub const ALL_SCOPES: &str =
+    "claims:write claims:read fraud:read uploads:write providers:write providers:read \
+     rulebooks:write rulebooks:read workflow:manage audit:read tenant:configure";
