@@ -1,0 +1,78 @@
+# Sourced by the scripts: installs and starts what building and testing need, on a
+# fresh Debian 12 machine or on one that already has it all (then it does nothing).
+# shellcheck shell=bash
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "Installing ${missing[*]}"
+  if [ -z "${APT_UPDATED:-}" ]; then
+    $SUDO apt-get update -qq
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# A C compiler and friends for the crates that build C (SQLite, ring).
+ensure_build_tools() {
+  apt_install ca-certificates curl gcc libc6-dev make pkg-config
+}
+
+# The Rust toolchain, through rustup when cargo is missing.
+ensure_rust() {
+  if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    log "Installing the Rust toolchain with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy -c rustfmt
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+}
+
+# PostgreSQL on 127.0.0.1:5432 for the postgres half of the suite: uses a running
+# server, starts an installed cluster, or installs one. Exports
+# CLAIMS_TEST_POSTGRES_URL for the tests.
+ensure_postgres() {
+  apt_install postgresql postgresql-client
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    local version
+    version=$(ls /etc/postgresql | sort -n | tail -1)
+    log "Starting PostgreSQL $version"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start || $SUDO pg_ctlcluster "$version" main start
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  fi
+  local url="${CLAIMS_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+  if ! psql "$url" -qtAc 'select 1' >/dev/null 2>&1; then
+    # A fresh Debian cluster wants a password over TCP: give the postgres role one.
+    log "Setting a password for the postgres role (local test server only)"
+    $SUDO runuser -u postgres -- psql -qc "ALTER USER postgres PASSWORD 'postgres'" >/dev/null
+    url="postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    psql "$url" -qtAc 'select 1' >/dev/null
+  fi
+  export CLAIMS_TEST_POSTGRES_URL="$url"
+  # Databases left by an interrupted earlier run.
+  psql "$url" -qtAc "select datname from pg_database where datname like 'claims_test_%'" |
+    while read -r db; do [ -n "$db" ] && psql "$url" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null; done
+  return 0
+}
+
+# A Python virtual environment with the packages the tests use as independent clients.
+ensure_python_tools() {
+  apt_install python3 python3-venv
+  local venv="${CLAIMS_PY_VENV:-$HOME/.cache/claims/venv}"
+  if [ ! -x "$venv/bin/python" ]; then
+    log "Creating a Python environment at $venv"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1"
+  export CLAIMS_PYTHON="$venv/bin/python"
+}
