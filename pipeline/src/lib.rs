@@ -2,4 +2,5 @@
 //! role (tenants, users, sessions, keys; later the snapshots the stages write).
 
 pub mod clock;
+pub mod rules;
 pub mod store;

@@ -3,11 +3,18 @@
 //! pipeline and outside readers agree on one shape.
 
 pub mod auth;
+pub mod date;
 pub mod error;
 pub mod id;
+pub mod page;
+pub mod provider;
+pub mod rulebook;
 pub mod scope;
 pub mod tenant;
+pub mod user;
 
+pub use date::Date;
 pub use error::{ErrorBody, ErrorDetail};
 pub use id::{ClientId, IdError};
+pub use page::Page;
 pub use scope::{Scope, ScopeSet};

@@ -1,0 +1,128 @@
+//! Compiling a rulebook: every `when` and `approved_amount` expression is parsed and
+//! checked once, when the rulebook is created; a failure names the field
+//! (`rules[1].when`). The result is immutable and shared by every evaluation.
+
+use std::collections::HashSet;
+
+use cel::Program;
+use schemas::rulebook::{Rule, RuleAction};
+use schemas::ClientId;
+
+use super::analysis::Analysis;
+
+/// The longest expression accepted, in bytes.
+pub const MAX_EXPRESSION_LEN: usize = 4096;
+/// The most rules a rulebook may hold.
+pub const MAX_RULES: usize = 1000;
+
+/// Why a rulebook cannot be used: the offending field and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct CompileError {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct CompiledRule {
+    pub rule: Rule,
+    pub when: Program,
+    pub amount: Option<Program>,
+}
+
+/// A rulebook ready to evaluate claims.
+#[derive(Debug)]
+pub struct CompiledRulebook {
+    pub(crate) rules: Vec<CompiledRule>,
+}
+
+impl CompiledRulebook {
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// Checks and compiles the rules, in order; the first problem is reported.
+pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
+    if rules.len() > MAX_RULES {
+        return Err(CompileError {
+            field: "rules".into(),
+            message: format!("a rulebook holds at most {MAX_RULES} rules"),
+        });
+    }
+    let mut seen = HashSet::new();
+    let mut compiled = Vec::with_capacity(rules.len());
+    for (i, rule) in rules.iter().enumerate() {
+        let at = |name: &str| format!("rules[{i}].{name}");
+        let fail = |name: &str, message: String| CompileError {
+            field: at(name),
+            message,
+        };
+        if let Err(e) = ClientId::parse(rule.rule_id.clone()) {
+            return Err(fail("rule_id", e.to_string()));
+        }
+        if !seen.insert(rule.rule_id.as_str()) {
+            return Err(fail(
+                "rule_id",
+                format!("`{}` is used by an earlier rule", rule.rule_id),
+            ));
+        }
+        if let Err(e) = ClientId::parse(rule.reason_code.clone()) {
+            return Err(fail("reason_code", e.to_string()));
+        }
+        if rule.description.len() > 1000 {
+            return Err(fail(
+                "description",
+                "must be at most 1000 characters".into(),
+            ));
+        }
+        let when = expression(&rule.when).map_err(|m| fail("when", m))?;
+        let amount = match (rule.action, &rule.approved_amount) {
+            (RuleAction::Adjust, Some(src)) => {
+                Some(expression(src).map_err(|m| fail("approved_amount", m))?)
+            }
+            (RuleAction::Adjust, None) => {
+                return Err(fail(
+                    "approved_amount",
+                    "an adjust rule needs an approved_amount expression".into(),
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(fail(
+                    "approved_amount",
+                    "only adjust rules take an approved_amount".into(),
+                ))
+            }
+            (_, None) => None,
+        };
+        compiled.push(CompiledRule {
+            rule: rule.clone(),
+            when,
+            amount,
+        });
+    }
+    Ok(CompiledRulebook { rules: compiled })
+}
+
+fn expression(src: &str) -> Result<Program, String> {
+    if src.trim().is_empty() {
+        return Err("must be a CEL expression".into());
+    }
+    if src.len() > MAX_EXPRESSION_LEN {
+        return Err(format!("must be at most {MAX_EXPRESSION_LEN} bytes"));
+    }
+    let program = Program::compile(src)
+        .map_err(|e| format!("does not compile: {}", first_line(&e.to_string())))?;
+    if let Some(problem) = Analysis::of(program.expression()).problem() {
+        return Err(problem);
+    }
+    Ok(program)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or(s).chars().take(300).collect()
+}

@@ -1,0 +1,209 @@
+//! Evaluating a compiled rulebook against one claim. Rules run in rulebook order; each
+//! leaves a trace entry saying whether it matched and why. A rule whose expression
+//! fails (a missing key, a type mismatch) does not match, is reported as an error in
+//! the trace, and flags the claim for review: the service cannot tell whether the rule
+//! would have stopped it.
+
+use std::sync::{Arc, LazyLock};
+
+use cel::{Context, Env, Value};
+use schemas::rulebook::RuleAction;
+use serde::Serialize;
+
+use super::compile::{CompiledRule, CompiledRulebook};
+use super::input::EvalInput;
+
+/// The standard environment, built once: building it per claim would dominate.
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
+
+/// A rule that matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleHit {
+    pub rule_id: String,
+    pub reason_code: String,
+    pub description: String,
+}
+
+/// What one rule did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceEntry {
+    pub rule_id: String,
+    pub action: RuleAction,
+    pub matched: bool,
+    /// Why: the value `when` produced, the amount an adjust rule set, or the error.
+    pub detail: String,
+    pub error: bool,
+}
+
+/// The result of evaluating a rulebook on one claim.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Evaluation {
+    pub blocks: Vec<RuleHit>,
+    pub declines: Vec<RuleHit>,
+    pub flags: Vec<RuleHit>,
+    /// Rules whose expressions failed; they flag the claim too.
+    pub errors: Vec<RuleHit>,
+    /// The claim amount after fee-schedule caps, then the last matching adjust rule,
+    /// never above the claim amount nor below zero.
+    pub approved_amount: i64,
+    /// The amount after fee-schedule caps alone.
+    pub capped_amount: i64,
+    pub trace: Vec<TraceEntry>,
+}
+
+impl CompiledRulebook {
+    pub fn evaluate(&self, input: &EvalInput) -> Evaluation {
+        let capped = capped_amount(input);
+        let mut ev = Evaluation {
+            approved_amount: capped,
+            capped_amount: capped,
+            trace: Vec::with_capacity(self.rules.len()),
+            ..Evaluation::default()
+        };
+        let ctx = match context(input) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                // Cannot happen for well-formed input; reported rather than panicking.
+                for r in &self.rules {
+                    ev.errors.push(hit(r));
+                    ev.trace.push(entry(
+                        r,
+                        false,
+                        format!("input could not be prepared: {e}"),
+                        true,
+                    ));
+                }
+                return ev;
+            }
+        };
+        for r in &self.rules {
+            let (matched, detail, error) = match r.when.execute(&ctx) {
+                Ok(Value::Bool(b)) => (b, format!("when evaluated to {b}"), false),
+                Ok(other) => (
+                    false,
+                    format!("when must give a bool, gave {}", kind(&other)),
+                    true,
+                ),
+                Err(e) => (false, format!("when failed: {e}"), true),
+            };
+            if error {
+                ev.errors.push(hit(r));
+                ev.trace.push(entry(r, false, detail, true));
+                continue;
+            }
+            if !matched {
+                ev.trace.push(entry(r, false, detail, false));
+                continue;
+            }
+            match r.rule.action {
+                RuleAction::Block => ev.blocks.push(hit(r)),
+                RuleAction::Decline => ev.declines.push(hit(r)),
+                RuleAction::Flag => ev.flags.push(hit(r)),
+                RuleAction::Adjust => {
+                    let amount = r.amount.as_ref().map(|p| p.execute(&ctx));
+                    match amount.map(|v| v.map(|v| as_amount(&v))) {
+                        Some(Ok(Some(a))) => {
+                            let clamped = a.clamp(0, input.claim.claim_amount);
+                            ev.approved_amount = clamped;
+                            ev.trace.push(entry(
+                                r,
+                                true,
+                                format!("when evaluated to true; approved_amount = {clamped}"),
+                                false,
+                            ));
+                        }
+                        Some(Ok(None)) => {
+                            ev.errors.push(hit(r));
+                            ev.trace.push(entry(
+                                r,
+                                true,
+                                "approved_amount must give a number".into(),
+                                true,
+                            ));
+                        }
+                        Some(Err(e)) => {
+                            ev.errors.push(hit(r));
+                            ev.trace.push(entry(
+                                r,
+                                true,
+                                format!("approved_amount failed: {e}"),
+                                true,
+                            ));
+                        }
+                        None => ev.trace.push(entry(r, true, detail, false)),
+                    }
+                    continue;
+                }
+            }
+            ev.trace.push(entry(r, true, detail, false));
+        }
+        ev
+    }
+}
+
+/// Each line's amount capped at the fee schedule's maximum per unit times its units;
+/// a claim without lines is not capped (the schedule is per procedure).
+fn capped_amount(input: &EvalInput) -> i64 {
+    let claim = &input.claim;
+    if claim.lines.is_empty() {
+        return claim.claim_amount;
+    }
+    let schedule = &input.contract.fee_schedule;
+    let total: i64 = claim
+        .lines
+        .iter()
+        .map(|l| match schedule.get(&l.procedure_code) {
+            Some(max) => l.amount.min(max.saturating_mul(l.units.max(1))),
+            None => l.amount,
+        })
+        .fold(0i64, i64::saturating_add);
+    total.min(claim.claim_amount)
+}
+
+fn context(input: &EvalInput) -> Result<Context<'static, 'static>, cel::SerializationError> {
+    let mut ctx = Context::with_env(ENV.clone());
+    ctx.add_variable_from_value("claim", cel::to_value(&input.claim)?);
+    ctx.add_variable_from_value("provider", cel::to_value(&input.provider)?);
+    ctx.add_variable_from_value("contract", cel::to_value(&input.contract)?);
+    ctx.add_variable_from_value("member_history", cel::to_value(input.member_history)?);
+    Ok(ctx)
+}
+
+fn as_amount(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::UInt(u) => Some(i64::try_from(*u).unwrap_or(i64::MAX)),
+        Value::Float(f) if f.is_finite() => Some(f.round() as i64),
+        _ => None,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) | Value::UInt(_) => "an int",
+        Value::Float(_) => "a double",
+        Value::String(_) => "a string",
+        Value::Null => "null",
+        Value::List(_) => "a list",
+        Value::Map(_) => "a map",
+        _ => "another type",
+    }
+}
+
+fn hit(r: &CompiledRule) -> RuleHit {
+    RuleHit {
+        rule_id: r.rule.rule_id.clone(),
+        reason_code: r.rule.reason_code.clone(),
+        description: r.rule.description.clone(),
+    }
+}
+
+fn entry(r: &CompiledRule, matched: bool, detail: String, error: bool) -> TraceEntry {
+    TraceEntry {
+        rule_id: r.rule.rule_id.clone(),
+        action: r.rule.action,
+        matched,
+        detail,
+        error,
+    }
+}

@@ -1,0 +1,56 @@
+//! What a rule sees (contract: Claims, the CEL paragraph): `claim` (the intake fields,
+//! `service_date` as a string), `provider`, `contract` and `member_history`. Numbers are
+//! all signed integers, so that CEL comparisons with integer literals just work.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LineFacts {
+    pub procedure_code: String,
+    pub units: i64,
+    pub amount: i64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClaimFacts {
+    pub claim_id: String,
+    pub member_id: String,
+    pub provider_id: String,
+    pub claim_amount: i64,
+    pub service_date: String,
+    pub lines: Vec<LineFacts>,
+    pub diagnosis_codes: Vec<String>,
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProviderFacts {
+    pub provider_id: String,
+    pub name: String,
+    pub npi: Option<String>,
+    pub specialty: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContractFacts {
+    pub contract_id: String,
+    /// Maximum amount per unit of each procedure code.
+    pub fee_schedule: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct MemberHistory {
+    pub claims_last_24h: i64,
+    pub amount_last_30d: i64,
+}
+
+/// Everything one evaluation reads.
+#[derive(Debug, Clone, Default)]
+pub struct EvalInput {
+    pub claim: ClaimFacts,
+    pub provider: ProviderFacts,
+    pub contract: ContractFacts,
+    pub member_history: MemberHistory,
+}

@@ -1,0 +1,121 @@
+//! Calendar dates in the contract's `YYYY-MM-DD` form.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A valid calendar date, kept as days since 1970-01-01 for cheap comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date {
+    year: i32,
+    month: u8,
+    day: u8,
+}
+
+impl Date {
+    /// Parses exactly `YYYY-MM-DD` with a real month and day.
+    pub fn parse(s: &str) -> Option<Self> {
+        let b = s.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return None;
+        }
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            let part = &s[r];
+            part.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| part.parse().ok())?
+        };
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        if !(1..=12).contains(&month)
+            || day == 0
+            || day > u32::from(days_in_month(year as i32, month as u8))
+        {
+            return None;
+        }
+        Some(Date {
+            year: year as i32,
+            month: month as u8,
+            day: day as u8,
+        })
+    }
+
+    pub fn from_ymd(year: i32, month: u8, day: u8) -> Option<Self> {
+        Self::parse(&format!("{year:04}-{month:02}-{day:02}"))
+    }
+
+    /// Today in UTC.
+    pub fn today_utc() -> Self {
+        let days = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| (d.as_secs() / 86_400) as i64)
+            .unwrap_or(0);
+        Self::from_days_since_epoch(days)
+    }
+
+    /// The civil date `days` after 1970-01-01 (Howard Hinnant's algorithm).
+    pub fn from_days_since_epoch(days: i64) -> Self {
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+        Date { year, month, day }
+    }
+}
+
+fn days_in_month(year: i32, month: u8) -> u8 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+impl Serialize for Date {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Date {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Date::parse(&s).ok_or_else(|| serde::de::Error::custom("must be a date as YYYY-MM-DD"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Date;
+
+    #[test]
+    fn parses_only_real_dates() {
+        assert!(Date::parse("2024-02-29").is_some());
+        assert!(Date::parse("2023-02-29").is_none());
+        assert!(Date::parse("2024-13-01").is_none());
+        assert!(Date::parse("2024-1-01").is_none());
+        assert!(Date::parse("2024-01-01T00:00").is_none());
+        assert!(Date::parse("+024-01-01").is_none());
+    }
+
+    #[test]
+    fn orders_and_converts_from_epoch_days() {
+        assert!(Date::parse("2024-01-31") < Date::parse("2024-02-01"));
+        assert_eq!(Date::from_days_since_epoch(0).to_string(), "1970-01-01");
+        assert_eq!(
+            Date::from_days_since_epoch(19_782).to_string(),
+            "2024-02-29"
+        );
+    }
+}

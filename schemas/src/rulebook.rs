@@ -1,0 +1,96 @@
+//! Rulebooks (contract: Rulebooks). Rules are CEL expressions over `claim`, `provider`,
+//! `contract` and `member_history`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// What a matching rule does to the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleAction {
+    /// A hard stop: outcome `BLOCKED`.
+    Block,
+    /// Manual review: outcome `FLAGGED`.
+    Flag,
+    /// Outcome `DECLINED`.
+    Decline,
+    /// Sets the approved amount to the rule's `approved_amount` expression.
+    Adjust,
+}
+
+impl RuleAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleAction::Block => "block",
+            RuleAction::Flag => "flag",
+            RuleAction::Decline => "decline",
+            RuleAction::Adjust => "adjust",
+        }
+    }
+}
+
+/// One rule as written by the tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub rule_id: String,
+    #[serde(default)]
+    pub description: String,
+    /// CEL expression; the rule matches when it is `true`.
+    pub when: String,
+    pub action: RuleAction,
+    /// Recorded in the claim's `reasons` when the rule matches.
+    pub reason_code: String,
+    /// CEL expression giving the approved amount (minor units); `adjust` rules only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_amount: Option<String>,
+}
+
+/// `POST /rulebooks`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRulebook {
+    pub name: String,
+    pub rules: Vec<Rule>,
+}
+
+/// `draft` when created; `active` once published; `retired` when another rulebook of
+/// the tenant is published after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RulebookStatus {
+    Draft,
+    Active,
+    Retired,
+}
+
+impl RulebookStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RulebookStatus::Draft => "draft",
+            RulebookStatus::Active => "active",
+            RulebookStatus::Retired => "retired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "draft" => Some(Self::Draft),
+            "active" => Some(Self::Active),
+            "retired" => Some(Self::Retired),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Rulebook {
+    pub rulebook_id: String,
+    /// One higher for each rulebook the tenant creates.
+    pub version: i64,
+    pub name: String,
+    pub status: RulebookStatus,
+    pub rules: Vec<Rule>,
+    pub created_at: String,
+    pub published_at: Option<String>,
+}
