@@ -79,7 +79,7 @@ pub async fn ensure_user(
 ) -> anyhow::Result<UserOut> {
     use secrecy::ExposeSecret;
     let email = email.trim();
-    if !is_plausible_email(email) {
+    if !api::routes::users::is_plausible_email(email) {
         return Err(CliError::new("VALIDATION_ERROR", "--email is not an email address").into());
     }
     if password.expose_secret().chars().count() < 8 {
@@ -122,17 +122,4 @@ pub async fn ensure_user(
         scopes: user.scopes,
         created,
     })
-}
-
-fn is_plausible_email(s: &str) -> bool {
-    match s.split_once('@') {
-        Some((local, domain)) => {
-            !local.is_empty()
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && s.len() <= 254
-                && !s.contains(char::is_whitespace)
-        }
-        None => false,
-    }
 }

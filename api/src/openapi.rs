@@ -17,7 +17,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::routes::{auth, health, operations, tenant_settings, well_known};
+use crate::routes::{
+    auth, health, operations, providers, rulebooks, tenant_settings, users, well_known,
+};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -33,6 +35,8 @@ use crate::state::AppState;
     tags(
         (name = "auth", description = "Login, token refresh, logout and the verification keys"),
         (name = "tenant", description = "Tenant settings and users"),
+        (name = "providers", description = "Providers and their contracts"),
+        (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "operations", description = "Health, metrics and this document"),
     )
 )]
@@ -49,6 +53,25 @@ pub fn routes() -> OpenApiRouter<AppState> {
             tenant_settings::get_settings,
             tenant_settings::patch_settings
         ))
+        .routes(routes!(users::create_user, users::list_users))
+        .routes(routes!(users::patch_user, users::delete_user))
+        .routes(routes!(
+            providers::create_provider,
+            providers::list_providers
+        ))
+        .routes(routes!(providers::get_provider))
+        .routes(routes!(
+            providers::create_contract,
+            providers::list_contracts
+        ))
+        .routes(routes!(providers::patch_contract))
+        .routes(routes!(
+            rulebooks::create_rulebook,
+            rulebooks::list_rulebooks
+        ))
+        .routes(routes!(rulebooks::active_rulebook))
+        .routes(routes!(rulebooks::get_rulebook))
+        .routes(routes!(rulebooks::publish_rulebook))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
         .routes(routes!(operations::openapi_json))

@@ -89,6 +89,16 @@ impl ApiError {
         }
     }
 
+    /// 409 `CONFLICT`: a duplicate or a state that does not allow the change.
+    pub fn conflict(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::Refused {
+            status: StatusCode::CONFLICT,
+            code: "CONFLICT",
+            message: message.into(),
+            field: None,
+        }
+    }
+
     pub fn internal(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Internal(Box::new(e))
     }

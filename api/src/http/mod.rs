@@ -3,5 +3,6 @@
 pub mod error;
 pub mod fallback;
 pub mod json;
+pub mod list;
 pub mod metrics;
 pub mod request_context;

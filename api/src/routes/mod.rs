@@ -3,5 +3,8 @@
 pub mod auth;
 pub mod health;
 pub mod operations;
+pub mod providers;
+pub mod rulebooks;
 pub mod tenant_settings;
+pub mod users;
 pub mod well_known;

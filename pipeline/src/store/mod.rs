@@ -10,6 +10,8 @@
 
 mod error;
 mod keys;
+mod providers;
+mod rulebooks;
 mod sessions;
 mod tenants;
 mod users;
@@ -23,9 +25,10 @@ use sqlx::{AnyPool, Executor};
 
 pub use error::StoreError;
 pub use keys::SigningKeyRecord;
+pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
 pub use tenants::Tenant;
-pub use users::{User, UserUpsert};
+pub use users::{User, UserChange, UserUpsert};
 
 /// Which database engine a URL selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -121,3 +121,142 @@ impl Store {
         Ok(row.map(User::from))
     }
 }
+
+/// What `update_user` may change.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    pub scopes: Option<ScopeSet>,
+    pub disabled: Option<bool>,
+    pub password_hash: Option<String>,
+}
+
+impl Store {
+    /// The tenant's users ordered by email, after `after`.
+    pub async fn users(
+        &self,
+        tenant_id: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<User>, StoreError> {
+        let rows = sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE tenant_id = $1 AND email > $2 ORDER BY email LIMIT $3"
+        ))
+        .bind(tenant_id)
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().map(User::from).collect())
+    }
+
+    /// A user of this tenant; `None` for a user of another tenant.
+    pub async fn tenant_user(
+        &self,
+        tenant_id: &str,
+        user_id: &str,
+    ) -> Result<Option<User>, StoreError> {
+        Ok(self
+            .user(user_id)
+            .await?
+            .filter(|u| u.tenant_id == tenant_id))
+    }
+
+    /// Creates a user; `Conflict` when the email is taken in any tenant.
+    pub async fn create_user(&self, u: UserUpsert<'_>) -> Result<User, StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO users (user_id, tenant_id, email, password_hash, scopes, disabled, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
+        )
+        .bind(u.new_user_id)
+        .bind(u.tenant_id)
+        .bind(u.email.to_lowercase())
+        .bind(u.password_hash)
+        .bind(u.scopes.to_space_separated())
+        .bind(now)
+        .execute(self.writer())
+        .await?;
+        self.user(u.new_user_id).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// Applies a change to a user of this tenant. Disabling, or changing the password,
+    /// also revokes the user's sessions, in the same transaction.
+    pub async fn update_user(
+        &self,
+        tenant_id: &str,
+        user_id: &str,
+        change: UserChange,
+    ) -> Result<(User, Vec<String>), StoreError> {
+        let now = now_ms();
+        let mut tx = self.writer().begin().await?;
+        let found = sqlx::query(
+            "UPDATE users SET scopes = COALESCE($1, scopes), disabled = COALESCE($2, disabled), \
+             password_hash = COALESCE($3, password_hash), updated_at = $4 WHERE user_id = $5 AND tenant_id = $6",
+        )
+        .bind(change.scopes.map(|s| s.to_space_separated()))
+        .bind(change.disabled.map(i64::from))
+        .bind(change.password_hash.as_deref())
+        .bind(now)
+        .bind(user_id)
+        .bind(tenant_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if found == 0 {
+            return Err(StoreError::NotFound);
+        }
+        let mut revoked = Vec::new();
+        if change.disabled == Some(true) || change.password_hash.is_some() {
+            revoked = sqlx::query_scalar::<_, String>(
+                "UPDATE sessions SET revoked_at = $1, revoke_reason = 'user changed' \
+                 WHERE user_id = $2 AND revoked_at IS NULL RETURNING session_id",
+            )
+            .bind(now)
+            .bind(user_id)
+            .fetch_all(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let user = self.user(user_id).await?.ok_or(StoreError::NotFound)?;
+        Ok((user, revoked))
+    }
+
+    /// Deletes a user of this tenant with its sessions; answers the revoked session ids.
+    pub async fn delete_user(
+        &self,
+        tenant_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        let sessions = sqlx::query_scalar::<_, String>(
+            "SELECT session_id FROM sessions WHERE user_id = $1 AND tenant_id = $2",
+        )
+        .bind(user_id)
+        .bind(tenant_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM refresh_tokens WHERE session_id IN (SELECT session_id FROM sessions WHERE user_id = $1 AND tenant_id = $2)",
+        )
+        .bind(user_id)
+        .bind(tenant_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND tenant_id = $2")
+            .bind(user_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?;
+        let gone = sqlx::query("DELETE FROM users WHERE user_id = $1 AND tenant_id = $2")
+            .bind(user_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if gone == 0 {
+            return Err(StoreError::NotFound);
+        }
+        tx.commit().await?;
+        Ok(sessions)
+    }
+}

@@ -1,0 +1,118 @@
+//! Rule-engine throughput: claim evaluations per second of a 50-rule rulebook on one
+//! core (issue 3 target: 100,000). Run with `scripts/bench-rules`.
+#![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use pipeline::rules::{
+    compile, ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberHistory, ProviderFacts,
+};
+use schemas::rulebook::{Rule, RuleAction};
+
+/// A realistic mix: amount thresholds, code lookups, list scans, string tests.
+fn rulebook() -> Vec<Rule> {
+    let templates = [
+        ("claim.claim_amount > {n}00000", RuleAction::Flag),
+        ("'Z{n}.0' in claim.diagnosis_codes", RuleAction::Decline),
+        (
+            "claim.lines.exists(l, l.procedure_code == '9{n}213' && l.units > 4)",
+            RuleAction::Block,
+        ),
+        (
+            "provider.specialty == 'specialty-{n}' && claim.claim_amount > 1000",
+            RuleAction::Flag,
+        ),
+        (
+            "member_history.claims_last_24h > {n} && member_history.amount_last_30d > 5000000",
+            RuleAction::Flag,
+        ),
+    ];
+    (0..50)
+        .map(|i| {
+            let (when, action) = templates[i % templates.len()];
+            Rule {
+                rule_id: format!("r{i}"),
+                description: String::new(),
+                when: when.replace("{n}", &(i + 10).to_string()),
+                action,
+                reason_code: format!("R{i}"),
+                approved_amount: None,
+            }
+        })
+        .collect()
+}
+
+fn input(i: usize) -> EvalInput {
+    EvalInput {
+        claim: ClaimFacts {
+            claim_id: format!("CLM-{i}"),
+            member_id: format!("MBR-{}", i % 1000),
+            provider_id: "PRV-1".into(),
+            claim_amount: 12_500 + (i as i64 % 1000),
+            service_date: "2026-11-01".into(),
+            lines: vec![
+                LineFacts {
+                    procedure_code: "99213".into(),
+                    units: 1,
+                    amount: 7_500,
+                },
+                LineFacts {
+                    procedure_code: "80053".into(),
+                    units: 2,
+                    amount: 5_000 + (i as i64 % 1000),
+                },
+            ],
+            diagnosis_codes: vec!["E11.9".into(), "I10".into()],
+            metadata: BTreeMap::new(),
+        },
+        provider: ProviderFacts {
+            provider_id: "PRV-1".into(),
+            name: "Clinic".into(),
+            npi: Some("1234567893".into()),
+            specialty: Some("cardiology".into()),
+        },
+        contract: ContractFacts {
+            contract_id: "CTR-1".into(),
+            fee_schedule: BTreeMap::from([("80053".into(), 4_000), ("99213".into(), 9_000)]),
+        },
+        member_history: MemberHistory {
+            claims_last_24h: 2,
+            amount_last_30d: 40_000,
+        },
+    }
+}
+
+fn main() {
+    let book = compile(&rulebook()).unwrap();
+    let inputs: Vec<EvalInput> = (0..1000).map(input).collect();
+    // Warm up, then run for a fixed time on this one thread.
+    for i in inputs.iter().take(200) {
+        std::hint::black_box(book.evaluate(i));
+    }
+    let budget = Duration::from_secs(
+        std::env::var("BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5),
+    );
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < budget {
+        for i in &inputs {
+            std::hint::black_box(book.evaluate(i));
+        }
+        n += inputs.len() as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "rules: {} rules, {n} claim evaluations in {secs:.2} s on one thread",
+        book.len()
+    );
+    println!(
+        "rules: {:.0} claim evaluations/s ({:.2} µs per claim, {:.0} ns per rule)",
+        n as f64 / secs,
+        secs * 1e6 / n as f64,
+        secs * 1e9 / (n as f64 * book.len() as f64)
+    );
+}

@@ -1,0 +1,277 @@
+//! Providers and their contracts. A provider is contracted on a day when one of its
+//! contracts is `active` and its dates cover that day (contract: Providers and
+//! contracts).
+
+use std::collections::BTreeMap;
+
+use schemas::provider::{Contract, ContractStatus, Provider};
+use schemas::Date;
+
+use super::{Store, StoreError};
+use crate::clock::{ms_to_rfc3339, now_ms};
+
+#[derive(sqlx::FromRow)]
+struct ProviderRow {
+    provider_id: String,
+    name: String,
+    npi: Option<String>,
+    specialty: Option<String>,
+    created_at: i64,
+}
+
+impl From<ProviderRow> for Provider {
+    fn from(r: ProviderRow) -> Self {
+        Provider {
+            provider_id: r.provider_id,
+            name: r.name,
+            npi: r.npi,
+            specialty: r.specialty,
+            created_at: ms_to_rfc3339(r.created_at),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct ContractRow {
+    contract_id: String,
+    provider_id: String,
+    status: String,
+    effective_from: String,
+    effective_to: Option<String>,
+    fee_schedule: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<ContractRow> for Contract {
+    fn from(r: ContractRow) -> Self {
+        Contract {
+            contract_id: r.contract_id,
+            provider_id: r.provider_id,
+            status: ContractStatus::parse(&r.status).unwrap_or(ContractStatus::Suspended),
+            effective_from: r.effective_from,
+            effective_to: r.effective_to,
+            fee_schedule: serde_json::from_str(&r.fee_schedule).unwrap_or_default(),
+            created_at: ms_to_rfc3339(r.created_at),
+            updated_at: ms_to_rfc3339(r.updated_at),
+        }
+    }
+}
+
+/// A new provider.
+#[derive(Debug, Clone)]
+pub struct NewProvider<'a> {
+    pub tenant_id: &'a str,
+    pub provider_id: &'a str,
+    pub name: &'a str,
+    pub npi: Option<&'a str>,
+    pub specialty: Option<&'a str>,
+}
+
+/// A new contract.
+#[derive(Debug, Clone)]
+pub struct NewContract<'a> {
+    pub tenant_id: &'a str,
+    pub provider_id: &'a str,
+    pub contract_id: &'a str,
+    pub effective_from: Date,
+    pub effective_to: Option<Date>,
+    pub fee_schedule: &'a BTreeMap<String, i64>,
+}
+
+/// What the pipeline needs of a contracted provider.
+#[derive(Debug, Clone)]
+pub struct Contracted {
+    pub provider: Provider,
+    pub contract: Contract,
+}
+
+const CONTRACT_COLUMNS: &str =
+    "contract_id, provider_id, status, effective_from, effective_to, fee_schedule, created_at, updated_at";
+
+impl Store {
+    /// Creates a provider; `Conflict` when the id is taken in this tenant.
+    pub async fn create_provider(&self, p: NewProvider<'_>) -> Result<Provider, StoreError> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO providers (tenant_id, provider_id, name, npi, specialty, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(p.tenant_id)
+        .bind(p.provider_id)
+        .bind(p.name)
+        .bind(p.npi)
+        .bind(p.specialty)
+        .bind(now)
+        .execute(self.writer())
+        .await?;
+        Ok(Provider {
+            provider_id: p.provider_id.to_owned(),
+            name: p.name.to_owned(),
+            npi: p.npi.map(str::to_owned),
+            specialty: p.specialty.map(str::to_owned),
+            created_at: ms_to_rfc3339(now),
+        })
+    }
+
+    pub async fn provider(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+    ) -> Result<Option<Provider>, StoreError> {
+        let row = sqlx::query_as::<_, ProviderRow>(
+            "SELECT provider_id, name, npi, specialty, created_at FROM providers \
+             WHERE tenant_id = $1 AND provider_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(provider_id)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(row.map(Provider::from))
+    }
+
+    /// Providers ordered by id, after `after` (exclusive), at most `limit`.
+    pub async fn providers(
+        &self,
+        tenant_id: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Provider>, StoreError> {
+        let rows = sqlx::query_as::<_, ProviderRow>(
+            "SELECT provider_id, name, npi, specialty, created_at FROM providers \
+             WHERE tenant_id = $1 AND provider_id > $2 ORDER BY provider_id LIMIT $3",
+        )
+        .bind(tenant_id)
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().map(Provider::from).collect())
+    }
+
+    /// Creates an active contract for an existing provider (`NotFound` otherwise).
+    pub async fn create_contract(&self, c: NewContract<'_>) -> Result<Contract, StoreError> {
+        if self.provider(c.tenant_id, c.provider_id).await?.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        let now = now_ms();
+        let schedule =
+            serde_json::to_string(c.fee_schedule).map_err(|e| StoreError::Config(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO contracts (contract_id, tenant_id, provider_id, status, effective_from, effective_to, \
+             fee_schedule, created_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $5, $6, $7, $7)",
+        )
+        .bind(c.contract_id)
+        .bind(c.tenant_id)
+        .bind(c.provider_id)
+        .bind(c.effective_from.to_string())
+        .bind(c.effective_to.map(|d| d.to_string()))
+        .bind(&schedule)
+        .bind(now)
+        .execute(self.writer())
+        .await?;
+        self.contract(c.tenant_id, c.provider_id, c.contract_id)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+
+    pub async fn contract(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+        contract_id: &str,
+    ) -> Result<Option<Contract>, StoreError> {
+        let row = sqlx::query_as::<_, ContractRow>(&format!(
+            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND provider_id = $2 AND contract_id = $3"
+        ))
+        .bind(tenant_id)
+        .bind(provider_id)
+        .bind(contract_id)
+        .fetch_optional(self.writer())
+        .await?;
+        Ok(row.map(Contract::from))
+    }
+
+    /// A provider's contracts, oldest first, after the contract id `after`.
+    pub async fn contracts(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Contract>, StoreError> {
+        let rows = sqlx::query_as::<_, ContractRow>(&format!(
+            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND provider_id = $2 AND contract_id > $3 \
+             ORDER BY contract_id LIMIT $4"
+        ))
+        .bind(tenant_id)
+        .bind(provider_id)
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().map(Contract::from).collect())
+    }
+
+    /// Sets a contract's status. `terminated` is final: changing a terminated contract
+    /// is a `Conflict`. Answers the contract after the change.
+    pub async fn set_contract_status(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+        contract_id: &str,
+        status: ContractStatus,
+    ) -> Result<Contract, StoreError> {
+        let changed = sqlx::query(
+            "UPDATE contracts SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND provider_id = $4 \
+             AND contract_id = $5 AND (status <> 'terminated' OR $1 = 'terminated')",
+        )
+        .bind(status.as_str())
+        .bind(now_ms())
+        .bind(tenant_id)
+        .bind(provider_id)
+        .bind(contract_id)
+        .execute(self.writer())
+        .await?
+        .rows_affected();
+        let contract = self
+            .contract(tenant_id, provider_id, contract_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if changed == 0 {
+            return Err(StoreError::Conflict(
+                "a terminated contract cannot be reopened".into(),
+            ));
+        }
+        Ok(contract)
+    }
+
+    /// Answers "is this provider contracted for this tenant on `day`": the provider and
+    /// the active contract covering that day (the most recently started one), if any.
+    pub async fn contracted_provider(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+        day: Date,
+    ) -> Result<Option<Contracted>, StoreError> {
+        let day = day.to_string();
+        let row = sqlx::query_as::<_, ContractRow>(&format!(
+            "SELECT {CONTRACT_COLUMNS} FROM contracts WHERE tenant_id = $1 AND provider_id = $2 \
+             AND status = 'active' AND effective_from <= $3 AND (effective_to IS NULL OR effective_to >= $3) \
+             ORDER BY effective_from DESC, contract_id LIMIT 1"
+        ))
+        .bind(tenant_id)
+        .bind(provider_id)
+        .bind(&day)
+        .fetch_optional(self.reader())
+        .await?;
+        let Some(contract) = row.map(Contract::from) else {
+            return Ok(None);
+        };
+        let provider = self
+            .provider(tenant_id, provider_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        Ok(Some(Contracted { provider, contract }))
+    }
+}

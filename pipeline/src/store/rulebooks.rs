@@ -1,0 +1,180 @@
+//! Rulebooks: versions per tenant, drafts, and publishing. Exactly one rulebook of a
+//! tenant is active at a time: publishing retires the active one and activates the new
+//! one in one transaction, and a partial unique index makes two active rulebooks
+//! impossible even when publishes race; the loser of a race retries.
+
+use schemas::rulebook::{Rule, Rulebook, RulebookStatus};
+
+use super::{Store, StoreError};
+use crate::clock::{ms_to_rfc3339, now_ms};
+
+#[derive(sqlx::FromRow)]
+struct RulebookRow {
+    rulebook_id: String,
+    version: i64,
+    name: String,
+    rules: String,
+    status: String,
+    created_at: i64,
+    published_at: Option<i64>,
+}
+
+impl From<RulebookRow> for Rulebook {
+    fn from(r: RulebookRow) -> Self {
+        Rulebook {
+            rulebook_id: r.rulebook_id,
+            version: r.version,
+            name: r.name,
+            status: RulebookStatus::parse(&r.status).unwrap_or(RulebookStatus::Retired),
+            rules: serde_json::from_str::<Vec<Rule>>(&r.rules).unwrap_or_default(),
+            created_at: ms_to_rfc3339(r.created_at),
+            published_at: r.published_at.map(ms_to_rfc3339),
+        }
+    }
+}
+
+const COLUMNS: &str = "rulebook_id, version, name, rules, status, created_at, published_at";
+
+impl Store {
+    /// Stores a draft with the tenant's next version number.
+    pub async fn create_rulebook(
+        &self,
+        tenant_id: &str,
+        rulebook_id: &str,
+        name: &str,
+        rules: &[Rule],
+    ) -> Result<Rulebook, StoreError> {
+        let rules_json =
+            serde_json::to_string(rules).map_err(|e| StoreError::Config(e.to_string()))?;
+        // Two creations may pick the same next version; the unique constraint refuses
+        // the second, which then takes the following number.
+        for _ in 0..20 {
+            let now = now_ms();
+            let inserted = sqlx::query(
+                "INSERT INTO rulebooks (rulebook_id, tenant_id, version, name, rules, status, created_at) \
+                 SELECT $1, $2, COALESCE(MAX(version), 0) + 1, $3, $4, 'draft', $5 FROM rulebooks WHERE tenant_id = $2",
+            )
+            .bind(rulebook_id)
+            .bind(tenant_id)
+            .bind(name)
+            .bind(&rules_json)
+            .bind(now)
+            .execute(self.writer())
+            .await;
+            match inserted {
+                Ok(_) => {
+                    return self
+                        .rulebook(tenant_id, rulebook_id)
+                        .await?
+                        .ok_or(StoreError::NotFound)
+                }
+                Err(e) => match StoreError::from(e) {
+                    StoreError::Conflict(_) => continue,
+                    other => return Err(other),
+                },
+            }
+        }
+        Err(StoreError::Conflict(
+            "could not allocate a rulebook version".into(),
+        ))
+    }
+
+    pub async fn rulebook(
+        &self,
+        tenant_id: &str,
+        rulebook_id: &str,
+    ) -> Result<Option<Rulebook>, StoreError> {
+        let row = sqlx::query_as::<_, RulebookRow>(&format!(
+            "SELECT {COLUMNS} FROM rulebooks WHERE tenant_id = $1 AND rulebook_id = $2"
+        ))
+        .bind(tenant_id)
+        .bind(rulebook_id)
+        .fetch_optional(self.writer())
+        .await?;
+        Ok(row.map(Rulebook::from))
+    }
+
+    pub async fn active_rulebook(&self, tenant_id: &str) -> Result<Option<Rulebook>, StoreError> {
+        let row = sqlx::query_as::<_, RulebookRow>(&format!(
+            "SELECT {COLUMNS} FROM rulebooks WHERE tenant_id = $1 AND status = 'active'"
+        ))
+        .bind(tenant_id)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(row.map(Rulebook::from))
+    }
+
+    /// Rulebooks newest version first, below version `before` (exclusive).
+    pub async fn rulebooks(
+        &self,
+        tenant_id: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<Rulebook>, StoreError> {
+        let rows = sqlx::query_as::<_, RulebookRow>(&format!(
+            "SELECT {COLUMNS} FROM rulebooks WHERE tenant_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3"
+        ))
+        .bind(tenant_id)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().map(Rulebook::from).collect())
+    }
+
+    /// Makes the rulebook the tenant's only active one (publishing the active one again
+    /// changes nothing; a retired one may be published again, to roll back).
+    pub async fn publish_rulebook(
+        &self,
+        tenant_id: &str,
+        rulebook_id: &str,
+    ) -> Result<Rulebook, StoreError> {
+        for _ in 0..50 {
+            match self.try_publish(tenant_id, rulebook_id).await {
+                Err(StoreError::Conflict(_)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    continue;
+                }
+                other => other?,
+            }
+            return self
+                .rulebook(tenant_id, rulebook_id)
+                .await?
+                .ok_or(StoreError::NotFound);
+        }
+        Err(StoreError::Conflict(
+            "the rulebook could not be published; try again".into(),
+        ))
+    }
+
+    async fn try_publish(&self, tenant_id: &str, rulebook_id: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.writer().begin().await?;
+        let status: Option<String> = sqlx::query_scalar(
+            "SELECT status FROM rulebooks WHERE tenant_id = $1 AND rulebook_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(rulebook_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match status.as_deref() {
+            None => return Err(StoreError::NotFound),
+            Some("active") => return Ok(()),
+            Some(_) => {}
+        }
+        sqlx::query(
+            "UPDATE rulebooks SET status = 'retired' WHERE tenant_id = $1 AND status = 'active'",
+        )
+        .bind(tenant_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE rulebooks SET status = 'active', published_at = $1 WHERE tenant_id = $2 AND rulebook_id = $3")
+            .bind(now)
+            .bind(tenant_id)
+            .bind(rulebook_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
