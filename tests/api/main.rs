@@ -15,4 +15,7 @@ mod forged_tokens;
 mod health;
 mod multi_process;
 mod openapi;
+mod providers;
+mod rulebooks;
 mod tenant_settings;
+mod users;

@@ -27,6 +27,13 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
             }
+            // PostgreSQL's serialization failure and deadlock: the transaction lost a
+            // race and may simply be run again.
+            sqlx::Error::Database(db)
+                if matches!(db.code().as_deref(), Some("40001" | "40P01")) =>
+            {
+                StoreError::Conflict("concurrent update; retry".to_owned())
+            }
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)

@@ -150,6 +150,13 @@ impl Store {
     async fn try_publish(&self, tenant_id: &str, rulebook_id: &str) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
+        // Publishes of one tenant take turns on the tenant's row: without this, two
+        // racing transactions each hold a row the other needs and PostgreSQL aborts one
+        // as a deadlock. (SQLite has a single writer; the update is harmless there.)
+        sqlx::query("UPDATE tenants SET tenant_id = tenant_id WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?;
         let status: Option<String> = sqlx::query_scalar(
             "SELECT status FROM rulebooks WHERE tenant_id = $1 AND rulebook_id = $2",
         )
