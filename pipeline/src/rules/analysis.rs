@@ -58,9 +58,33 @@ const FUNCTIONS: &[&str] = &[
     "has",
 ];
 
+/// The fields of each variable that evaluation can hand out directly, without
+/// building the variable's whole map (see `facts`).
+pub const FIELDS: &[&str] = &[
+    "claim.claim_id",
+    "claim.member_id",
+    "claim.provider_id",
+    "claim.claim_amount",
+    "claim.service_date",
+    "claim.lines",
+    "claim.diagnosis_codes",
+    "claim.metadata",
+    "provider.provider_id",
+    "provider.name",
+    "provider.npi",
+    "provider.specialty",
+    "contract.contract_id",
+    "contract.fee_schedule",
+    "member_history.claims_last_24h",
+    "member_history.amount_last_30d",
+];
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Analysis {
     pub free_variables: BTreeSet<String>,
+    /// The names evaluation must be able to resolve: a known `variable.field`, or the
+    /// whole variable where the expression uses it otherwise.
+    pub names: BTreeSet<String>,
     pub functions: BTreeSet<String>,
     pub max_comprehension_depth: usize,
     pub nodes: usize,
@@ -116,6 +140,7 @@ fn walk(e: &IdedExpr, bound: &mut Vec<String>, depth: usize, a: &mut Analysis) {
         Expr::Ident(name) => {
             if !bound.iter().any(|b| b == name) {
                 a.free_variables.insert(name.clone());
+                a.names.insert(name.clone());
             }
         }
         Expr::Call(call) => {
@@ -127,7 +152,19 @@ fn walk(e: &IdedExpr, bound: &mut Vec<String>, depth: usize, a: &mut Analysis) {
                 walk(arg, bound, depth, a);
             }
         }
-        Expr::Select(sel) => walk(&sel.operand, bound, depth, a),
+        Expr::Select(sel) => {
+            if let Expr::Ident(root) = &sel.operand.expr {
+                let path = format!("{root}.{}", sel.field);
+                if !sel.test && !bound.iter().any(|b| b == root) && FIELDS.contains(&path.as_str())
+                {
+                    a.nodes += 1;
+                    a.free_variables.insert(root.clone());
+                    a.names.insert(path);
+                    return;
+                }
+            }
+            walk(&sel.operand, bound, depth, a)
+        }
         Expr::List(list) => {
             for el in &list.elements {
                 walk(el, bound, depth, a);

@@ -26,6 +26,9 @@ pub struct CompileError {
 #[derive(Debug)]
 pub(crate) struct CompiledRule {
     pub rule: Rule,
+    pub rule_id: std::sync::Arc<str>,
+    pub reason_code: std::sync::Arc<str>,
+    pub description: std::sync::Arc<str>,
     pub when: Program,
     pub amount: Option<Program>,
 }
@@ -34,6 +37,9 @@ pub(crate) struct CompiledRule {
 #[derive(Debug)]
 pub struct CompiledRulebook {
     pub(crate) rules: Vec<CompiledRule>,
+    /// Every name the rules resolve (`claim.claim_amount`, `provider`, …): only these
+    /// are prepared for each claim.
+    pub(crate) names: Vec<String>,
 }
 
 impl CompiledRulebook {
@@ -55,6 +61,7 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
         });
     }
     let mut seen = HashSet::new();
+    let mut names = std::collections::BTreeSet::new();
     let mut compiled = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         let at = |name: &str| format!("rules[{i}].{name}");
@@ -80,10 +87,10 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
                 "must be at most 1000 characters".into(),
             ));
         }
-        let when = expression(&rule.when).map_err(|m| fail("when", m))?;
+        let when = expression(&rule.when, &mut names).map_err(|m| fail("when", m))?;
         let amount = match (rule.action, &rule.approved_amount) {
             (RuleAction::Adjust, Some(src)) => {
-                Some(expression(src).map_err(|m| fail("approved_amount", m))?)
+                Some(expression(src, &mut names).map_err(|m| fail("approved_amount", m))?)
             }
             (RuleAction::Adjust, None) => {
                 return Err(fail(
@@ -100,15 +107,24 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
             (_, None) => None,
         };
         compiled.push(CompiledRule {
+            rule_id: rule.rule_id.as_str().into(),
+            reason_code: rule.reason_code.as_str().into(),
+            description: rule.description.as_str().into(),
             rule: rule.clone(),
             when,
             amount,
         });
     }
-    Ok(CompiledRulebook { rules: compiled })
+    Ok(CompiledRulebook {
+        rules: compiled,
+        names: names.into_iter().collect(),
+    })
 }
 
-fn expression(src: &str) -> Result<Program, String> {
+fn expression(
+    src: &str,
+    names: &mut std::collections::BTreeSet<String>,
+) -> Result<Program, String> {
     if src.trim().is_empty() {
         return Err("must be a CEL expression".into());
     }
@@ -117,9 +133,11 @@ fn expression(src: &str) -> Result<Program, String> {
     }
     let program = Program::compile(src)
         .map_err(|e| format!("does not compile: {}", first_line(&e.to_string())))?;
-    if let Some(problem) = Analysis::of(program.expression()).problem() {
+    let analysis = Analysis::of(program.expression());
+    if let Some(problem) = analysis.problem() {
         return Err(problem);
     }
+    names.extend(analysis.names);
     Ok(program)
 }
 

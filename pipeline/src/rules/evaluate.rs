@@ -4,6 +4,7 @@
 //! the trace, and flags the claim for review: the service cannot tell whether the rule
 //! would have stopped it.
 
+use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use cel::{Context, Env, Value};
@@ -11,27 +12,28 @@ use schemas::rulebook::RuleAction;
 use serde::Serialize;
 
 use super::compile::{CompiledRule, CompiledRulebook};
+use super::facts::Facts;
 use super::input::EvalInput;
 
 /// The standard environment, built once: building it per claim would dominate.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
 
-/// A rule that matched.
+/// A rule that matched. Shares the rule's strings: evaluation allocates no copies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleHit {
-    pub rule_id: String,
-    pub reason_code: String,
-    pub description: String,
+    pub rule_id: Arc<str>,
+    pub reason_code: Arc<str>,
+    pub description: Arc<str>,
 }
 
 /// What one rule did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceEntry {
-    pub rule_id: String,
+    pub rule_id: Arc<str>,
     pub action: RuleAction,
     pub matched: bool,
     /// Why: the value `when` produced, the amount an adjust rule set, or the error.
-    pub detail: String,
+    pub detail: Cow<'static, str>,
     pub error: bool,
 }
 
@@ -60,8 +62,8 @@ impl CompiledRulebook {
             trace: Vec::with_capacity(self.rules.len()),
             ..Evaluation::default()
         };
-        let ctx = match context(input) {
-            Ok(ctx) => ctx,
+        let facts = match Facts::prepare(input, &self.names) {
+            Ok(facts) => facts,
             Err(e) => {
                 // Cannot happen for well-formed input; reported rather than panicking.
                 for r in &self.rules {
@@ -69,22 +71,25 @@ impl CompiledRulebook {
                     ev.trace.push(entry(
                         r,
                         false,
-                        format!("input could not be prepared: {e}"),
+                        format!("input could not be prepared: {e}").into(),
                         true,
                     ));
                 }
                 return ev;
             }
         };
+        let mut ctx = Context::with_env(ENV.clone());
+        ctx.set_variable_resolver(&facts);
         for r in &self.rules {
             let (matched, detail, error) = match r.when.execute(&ctx) {
-                Ok(Value::Bool(b)) => (b, format!("when evaluated to {b}"), false),
+                Ok(Value::Bool(true)) => (true, Cow::Borrowed("when evaluated to true"), false),
+                Ok(Value::Bool(false)) => (false, Cow::Borrowed("when evaluated to false"), false),
                 Ok(other) => (
                     false,
-                    format!("when must give a bool, gave {}", kind(&other)),
+                    format!("when must give a bool, gave {}", kind(&other)).into(),
                     true,
                 ),
-                Err(e) => (false, format!("when failed: {e}"), true),
+                Err(e) => (false, format!("when failed: {e}").into(), true),
             };
             if error {
                 ev.errors.push(hit(r));
@@ -108,7 +113,8 @@ impl CompiledRulebook {
                             ev.trace.push(entry(
                                 r,
                                 true,
-                                format!("when evaluated to true; approved_amount = {clamped}"),
+                                format!("when evaluated to true; approved_amount = {clamped}")
+                                    .into(),
                                 false,
                             ));
                         }
@@ -126,7 +132,7 @@ impl CompiledRulebook {
                             ev.trace.push(entry(
                                 r,
                                 true,
-                                format!("approved_amount failed: {e}"),
+                                format!("approved_amount failed: {e}").into(),
                                 true,
                             ));
                         }
@@ -160,15 +166,6 @@ fn capped_amount(input: &EvalInput) -> i64 {
     total.min(claim.claim_amount)
 }
 
-fn context(input: &EvalInput) -> Result<Context<'static, 'static>, cel::SerializationError> {
-    let mut ctx = Context::with_env(ENV.clone());
-    ctx.add_variable_from_value("claim", cel::to_value(&input.claim)?);
-    ctx.add_variable_from_value("provider", cel::to_value(&input.provider)?);
-    ctx.add_variable_from_value("contract", cel::to_value(&input.contract)?);
-    ctx.add_variable_from_value("member_history", cel::to_value(input.member_history)?);
-    Ok(ctx)
-}
-
 fn as_amount(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
@@ -192,15 +189,15 @@ fn kind(v: &Value) -> &'static str {
 
 fn hit(r: &CompiledRule) -> RuleHit {
     RuleHit {
-        rule_id: r.rule.rule_id.clone(),
-        reason_code: r.rule.reason_code.clone(),
-        description: r.rule.description.clone(),
+        rule_id: r.rule_id.clone(),
+        reason_code: r.reason_code.clone(),
+        description: r.description.clone(),
     }
 }
 
-fn entry(r: &CompiledRule, matched: bool, detail: String, error: bool) -> TraceEntry {
+fn entry(r: &CompiledRule, matched: bool, detail: Cow<'static, str>, error: bool) -> TraceEntry {
     TraceEntry {
-        rule_id: r.rule.rule_id.clone(),
+        rule_id: r.rule_id.clone(),
         action: r.rule.action,
         matched,
         detail,

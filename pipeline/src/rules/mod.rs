@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod cache;
 pub mod compile;
 pub mod evaluate;
+mod facts;
 pub mod input;
 
 pub use cache::RulebookCache;

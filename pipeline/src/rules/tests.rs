@@ -94,18 +94,12 @@ fn a_rulebook_with_every_action_evaluates_to_the_expected_result_and_trace() {
     let ev = book.evaluate(&sample());
 
     assert_eq!(
-        ev.blocks
-            .iter()
-            .map(|h| h.rule_id.as_str())
-            .collect::<Vec<_>>(),
+        ev.blocks.iter().map(|h| &*h.rule_id).collect::<Vec<_>>(),
         ["frequent"]
     );
-    assert_eq!(ev.blocks[0].reason_code, "R_FREQUENT");
+    assert_eq!(&*ev.blocks[0].reason_code, "R_FREQUENT");
     assert_eq!(
-        ev.flags
-            .iter()
-            .map(|h| h.rule_id.as_str())
-            .collect::<Vec<_>>(),
+        ev.flags.iter().map(|h| &*h.rule_id).collect::<Vec<_>>(),
         ["cardio"]
     );
     assert!(ev.declines.is_empty());
@@ -115,11 +109,7 @@ fn a_rulebook_with_every_action_evaluates_to_the_expected_result_and_trace() {
     // Then the adjust rule: 50 000 × 9 / 10.
     assert_eq!(ev.approved_amount, 45_000);
 
-    let trace: Vec<(&str, bool)> = ev
-        .trace
-        .iter()
-        .map(|t| (t.rule_id.as_str(), t.matched))
-        .collect();
+    let trace: Vec<(&str, bool)> = ev.trace.iter().map(|t| (&*t.rule_id, t.matched)).collect();
     assert_eq!(
         trace,
         [
@@ -148,7 +138,7 @@ fn a_decline_rule_matches_on_diagnosis() {
     .unwrap();
     let ev = book.evaluate(&sample());
     assert_eq!(ev.declines.len(), 1);
-    assert_eq!(ev.declines[0].rule_id, "diag");
+    assert_eq!(&*ev.declines[0].rule_id, "diag");
 }
 
 #[test]
@@ -229,10 +219,7 @@ fn a_rule_that_fails_at_evaluation_is_reported_and_flags_without_stopping_the_re
     let ev = book.evaluate(&sample());
     assert!(ev.blocks.is_empty());
     assert_eq!(
-        ev.errors
-            .iter()
-            .map(|h| h.rule_id.as_str())
-            .collect::<Vec<_>>(),
+        ev.errors.iter().map(|h| &*h.rule_id).collect::<Vec<_>>(),
         ["missing", "type", "zero"]
     );
     assert!(
