@@ -34,6 +34,10 @@ pub struct Settings {
     /// How long another process may keep accepting a logged-out session's access
     /// tokens, milliseconds (`CLAIMS_SESSION_CACHE_TTL_MS`).
     pub session_cache_ttl_ms: u64,
+    /// How long another process's change to tenant configuration (settings, active
+    /// rulebook, contracts) may take to be seen here, milliseconds
+    /// (`CLAIMS_CONFIG_CACHE_TTL_MS`).
+    pub config_cache_ttl_ms: u64,
     /// `Secure` attribute on the refresh cookie; `false` only for plain-http
     /// development (`CLAIMS_COOKIE_SECURE`).
     pub cookie_secure: bool,
@@ -61,6 +65,7 @@ impl Default for Settings {
             jwt_issuer: "claims-service".into(),
             session_ttl_secs: 7 * 24 * 3600,
             session_cache_ttl_ms: 2000,
+            config_cache_ttl_ms: 1000,
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
             log_format: LogFormat::Text,
@@ -139,6 +144,9 @@ impl Config {
         if s.session_cache_ttl_ms > 60_000 {
             bail!("CLAIMS_SESSION_CACHE_TTL_MS must be at most 60000, so that logout takes effect promptly");
         }
+        if s.config_cache_ttl_ms > 60_000 {
+            bail!("CLAIMS_CONFIG_CACHE_TTL_MS must be at most 60000");
+        }
         if s.max_body_bytes < 1024 {
             bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
         }
@@ -157,6 +165,7 @@ impl Config {
                 access_token_ttl: Duration::from_secs(900),
                 session_ttl: Duration::from_secs(s.session_ttl_secs),
                 session_cache_ttl: Duration::from_millis(s.session_cache_ttl_ms),
+                config_cache_ttl: Duration::from_millis(s.config_cache_ttl_ms),
                 cookie_secure: s.cookie_secure,
                 max_body_bytes: s.max_body_bytes,
             },

@@ -15,6 +15,9 @@ pub struct ApiConfig {
     /// how long an access token keeps working in *another* process after logout; the
     /// process that handles the logout forgets the session at once.
     pub session_cache_ttl: Duration,
+    /// How long tenant configuration (settings, active rulebook, contracts) may be
+    /// served from memory before a change made by another process is seen.
+    pub config_cache_ttl: Duration,
     /// Add `Secure` to the refresh cookie (turn off only for plain-http development).
     pub cookie_secure: bool,
     /// Largest JSON body accepted, in bytes.
@@ -28,6 +31,7 @@ impl Default for ApiConfig {
             access_token_ttl: Duration::from_secs(900),
             session_ttl: Duration::from_secs(7 * 24 * 3600),
             session_cache_ttl: Duration::from_secs(2),
+            config_cache_ttl: Duration::from_secs(1),
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
         }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use pipeline::config_cache::ConfigCache;
 use pipeline::store::Store;
 
 use crate::auth::keys::KeyRing;
@@ -18,6 +19,8 @@ pub struct Inner {
     pub store: Store,
     pub keys: KeyRing,
     pub sessions: SessionCache,
+    /// Tenant configuration for the hot path; see its staleness bound.
+    pub config_cache: ConfigCache,
     pub config: ApiConfig,
     pub metrics: Metrics,
 }
@@ -25,10 +28,12 @@ pub struct Inner {
 impl AppState {
     pub fn new(store: Store, keys: KeyRing, config: ApiConfig) -> Self {
         let sessions = SessionCache::new(store.clone(), config.session_cache_ttl);
+        let config_cache = ConfigCache::new(store.clone(), config.config_cache_ttl);
         Self(Arc::new(Inner {
             store,
             keys,
             sessions,
+            config_cache,
             config,
             metrics: Metrics::new(),
         }))

@@ -2,5 +2,6 @@
 //! role (tenants, users, sessions, keys; later the snapshots the stages write).
 
 pub mod clock;
+pub mod config_cache;
 pub mod rules;
 pub mod store;

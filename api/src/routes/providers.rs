@@ -157,6 +157,7 @@ pub async fn create_contract(
             fee_schedule: &body.fee_schedule,
         })
         .await?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, %provider_id, %contract_id, "Contract created.");
     Ok(created_at(
         format!("/api/v1/providers/{provider_id}/contracts/{contract_id}"),
@@ -219,6 +220,7 @@ pub async fn patch_contract(
             StoreError::Conflict(m) => ApiError::conflict(m),
             other => other.into(),
         })?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, %contract_id, status = body.status.as_str(), "Contract status changed.");
     Ok(Json(contract))
 }

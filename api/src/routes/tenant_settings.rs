@@ -40,6 +40,7 @@ pub async fn patch_settings(
         .update_tenant_settings(&who.tenant_id, |current| patch.apply(current))
         .await?
         .map_err(|bad| ApiError::validation(bad.field, bad.message))?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, user_id = %who.user_id, "Tenant settings changed.");
     Ok(Json(next))
 }

@@ -48,6 +48,8 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub store: Store,
+    /// The service's shared state, for checks below the HTTP surface.
+    pub state: api::AppState,
     pub config: Config,
     pub data_dir: PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
@@ -96,6 +98,7 @@ impl TestApp {
         let server = Server::build(&config).await.unwrap();
         let addr = server.local_addr();
         let store = server.state().store.clone();
+        let state = server.state().clone();
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(server.run_until(async move {
             let _ = rx.await;
@@ -108,6 +111,7 @@ impl TestApp {
                 .build()
                 .unwrap(),
             store,
+            state,
             config,
             data_dir: dir.path().to_owned(),
             shutdown: Some(tx),

@@ -1,0 +1,142 @@
+//! Tenant configuration as the hot path reads it: settings, the active rulebook
+//! (compiled) and "is this provider contracted today", kept in memory so that intake and
+//! the stages do not ask the store for every claim.
+//!
+//! Staleness bound: an entry lives at most `ttl` (`CLAIMS_CONFIG_CACHE_TTL_MS`, default
+//! 1 s). A change made through this process is seen here at once, because the writer
+//! invalidates the tenant's entries; a change made in another process is seen here
+//! within `ttl`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use moka::future::Cache;
+use schemas::rulebook::Rulebook;
+use schemas::tenant::TenantSettings;
+use schemas::Date;
+
+use crate::rules::{CompiledRulebook, RulebookCache};
+use crate::store::{Contracted, Store, StoreError};
+
+/// The active rulebook with its compiled rules.
+#[derive(Debug, Clone)]
+pub struct ActiveRulebook {
+    pub rulebook: Arc<Rulebook>,
+    pub compiled: Arc<CompiledRulebook>,
+}
+
+#[derive(Clone)]
+pub struct ConfigCache {
+    store: Store,
+    compiled: RulebookCache,
+    settings: Cache<String, TenantSettings>,
+    rulebooks: Cache<String, Option<ActiveRulebook>>,
+    contracts: Cache<(String, String, Date), Option<Arc<Contracted>>>,
+}
+
+impl std::fmt::Debug for ConfigCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigCache").finish_non_exhaustive()
+    }
+}
+
+/// A loader's failure, shared among the callers that waited for it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct CacheError(#[from] Arc<StoreError>);
+
+impl ConfigCache {
+    pub fn new(store: Store, ttl: Duration) -> Self {
+        Self {
+            store,
+            compiled: RulebookCache::default(),
+            settings: Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(ttl)
+                .build(),
+            rulebooks: Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(ttl)
+                .build(),
+            contracts: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ttl)
+                .support_invalidation_closures()
+                .build(),
+        }
+    }
+
+    pub async fn settings(&self, tenant_id: &str) -> Result<TenantSettings, CacheError> {
+        let store = &self.store;
+        Ok(self
+            .settings
+            .try_get_with_by_ref(
+                tenant_id,
+                async move { store.tenant_settings(tenant_id).await },
+            )
+            .await?)
+    }
+
+    /// The tenant's active rulebook, compiled; `None` when none is published.
+    pub async fn active_rulebook(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Option<ActiveRulebook>, CacheError> {
+        let (store, compiled) = (&self.store, &self.compiled);
+        Ok(self
+            .rulebooks
+            .try_get_with_by_ref(tenant_id, async move {
+                let Some(rb) = store.active_rulebook(tenant_id).await? else {
+                    return Ok::<_, StoreError>(None);
+                };
+                // A stored rulebook compiled when it was created; failing now would mean
+                // the engine changed under it, which is a bug to report, not to hide.
+                let c = compiled
+                    .get_or_compile(&rb.rulebook_id, &rb.rules)
+                    .map_err(|e| {
+                        StoreError::Config(format!(
+                            "rulebook {} no longer compiles: {e}",
+                            rb.rulebook_id
+                        ))
+                    })?;
+                Ok(Some(ActiveRulebook {
+                    rulebook: Arc::new(rb),
+                    compiled: c,
+                }))
+            })
+            .await?)
+    }
+
+    /// Whether the provider is contracted with the tenant on `day`, with the contract.
+    pub async fn contracted(
+        &self,
+        tenant_id: &str,
+        provider_id: &str,
+        day: Date,
+    ) -> Result<Option<Arc<Contracted>>, CacheError> {
+        let store = &self.store;
+        let key = (tenant_id.to_owned(), provider_id.to_owned(), day);
+        Ok(self
+            .contracts
+            .try_get_with(key, async move {
+                Ok::<_, StoreError>(
+                    store
+                        .contracted_provider(tenant_id, provider_id, day)
+                        .await?
+                        .map(Arc::new),
+                )
+            })
+            .await?)
+    }
+
+    /// Forgets what is cached of a tenant, after this process changed its configuration.
+    pub async fn invalidate_tenant(&self, tenant_id: &str) {
+        self.settings.invalidate(tenant_id).await;
+        self.rulebooks.invalidate(tenant_id).await;
+        let tenant = tenant_id.to_owned();
+        // Contract entries are keyed by (tenant, provider, day).
+        let _ = self
+            .contracts
+            .invalidate_entries_if(move |k, _| k.0 == tenant);
+    }
+}
