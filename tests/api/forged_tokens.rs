@@ -49,6 +49,19 @@ fn sign_rs256(claims: &Value, kid: &str, pem: &str) -> String {
     .unwrap()
 }
 
+/// A fresh RSA key the service has never seen, as PKCS#8 PEM.
+fn another_key() -> String {
+    let key = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
+    key.to_pkcs8_pem(LineEnding::LF).unwrap().to_string()
+}
+
+/// Moves the token's lifetime into the past: issued 905 s ago, expired 5 s ago.
+fn expire(claims: &mut Value) {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    claims["iat"] = json!(now - 905);
+    claims["exp"] = json!(now - 5);
+}
+
 async fn rejected(app: &TestApp, token: &str, code: &str) {
     app.get("/tenant/settings", token)
         .await
@@ -98,8 +111,7 @@ async fn a_tampered_payload_is_rejected(b: Backend) {
 
 async fn a_token_signed_by_another_key_is_rejected(b: Backend) {
     let (app, token, claims, _) = setup(b).await;
-    let other = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
-    let other_pem = other.to_pkcs8_pem(LineEnding::LF).unwrap();
+    let other_pem = another_key();
     // Claiming the service's kid, and claiming a kid of its own.
     rejected(
         &app,
@@ -117,20 +129,15 @@ async fn a_token_signed_by_another_key_is_rejected(b: Backend) {
 
 async fn an_expired_token_signed_by_the_right_key_is_token_expired(b: Backend) {
     let (app, token, mut claims, pem) = setup(b).await;
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    claims["iat"] = json!(now - 905);
-    claims["exp"] = json!(now - 5);
+    expire(&mut claims);
     let expired = sign_rs256(&claims, &kid_of(&token), &pem);
     rejected(&app, &expired, "TOKEN_EXPIRED").await;
 }
 
 async fn an_expired_token_signed_by_another_key_is_unauthorized(b: Backend) {
     let (app, token, mut claims, _) = setup(b).await;
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    claims["iat"] = json!(now - 905);
-    claims["exp"] = json!(now - 5);
-    let other = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
-    let other_pem = other.to_pkcs8_pem(LineEnding::LF).unwrap();
+    expire(&mut claims);
+    let other_pem = another_key();
     // Only a genuine token may be told it merely expired.
     rejected(
         &app,
