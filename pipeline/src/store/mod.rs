@@ -204,9 +204,40 @@ fn with_create_mode(url: &str) -> String {
     }
 }
 
+/// `($1, $2), ($3, $4)` for `rows` rows of `cols` values: the multi-row VALUES list in
+/// the `$n` form both engines accept (sqlx's `QueryBuilder` writes `?` for `Any`, which
+/// PostgreSQL refuses).
+pub(crate) fn values_list(rows: usize, cols: usize) -> String {
+    let mut out = String::with_capacity(rows * cols * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..cols {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push('$');
+            out.push_str(&(r * cols + c + 1).to_string());
+        }
+        out.push(')');
+    }
+    out
+}
+
 /// Parses a stored scope string; the store only ever writes valid ones.
 pub(crate) fn parse_scopes(s: &str) -> schemas::ScopeSet {
     schemas::ScopeSet::parse_space_separated(s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn values_list_numbers_placeholders_row_by_row() {
+        assert_eq!(super::values_list(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_list(1, 1), "($1)");
+    }
 }
 
 impl FromStr for Backend {

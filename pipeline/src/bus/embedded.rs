@@ -1,0 +1,414 @@
+//! The embedded log: the bus kept in the store, so that a newcomer needs nothing
+//! installed and a publish is durable once its transaction commits.
+//!
+//! - Offsets are allocated per partition from `bus_partitions` inside the publishing
+//!   transaction, so concurrent publishers never collide and offsets have no gaps.
+//! - A consumer group's position is `bus_offsets`, written only by `commit`.
+//! - One process at a time consumes a group's topic: it holds a lease in `bus_leases`,
+//!   renewed while it polls; if it dies, another process takes over when the lease
+//!   expires ([`LEASE`]) and resumes from the committed offsets.
+//! - Consumers in this process are woken the moment a publish commits; consumers in
+//!   another process notice within [`CROSS_PROCESS_POLL`]. The embedded log serves one
+//!   machine; Kafka is the answer for scale.
+//! - Compacted topics keep only the latest record per key once [`EmbeddedLog::compact`]
+//!   runs; consumed records of other topics are trimmed by [`EmbeddedLog::trim`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::record::{partition_for, Message, Record};
+use super::topic::TopicSpec;
+use super::BusError;
+use crate::clock::now_ms;
+use crate::store::{values_list, Store, StoreError};
+
+/// How long a consumer's lease on a group's topic lasts without renewal.
+pub const LEASE: Duration = Duration::from_secs(5);
+/// How often a waiting consumer looks for records published by another process.
+pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
+/// Rows per INSERT statement (SQLite allows 32,766 bound values; 6 per row).
+const ROWS_PER_INSERT: usize = 2000;
+
+#[derive(Debug, Clone)]
+pub struct EmbeddedLog {
+    store: Store,
+    /// Identifies this process as a lease holder.
+    owner: Arc<str>,
+    wakers: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+impl EmbeddedLog {
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            owner: uuid::Uuid::new_v4().to_string().into(),
+            wakers: Arc::default(),
+        }
+    }
+
+    fn waker(&self, topic: &str) -> Arc<Notify> {
+        let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        wakers.entry(topic.to_owned()).or_default().clone()
+    }
+
+    /// Creates the topic's partitions if they do not exist.
+    pub async fn ensure_topic(&self, topic: &TopicSpec) -> Result<(), BusError> {
+        let sql = format!(
+            "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES {} ON CONFLICT (topic, partition) DO NOTHING",
+            values_list(topic.partitions as usize, 3)
+        );
+        let mut q = sqlx::query(&sql);
+        for p in 0..topic.partitions {
+            q = q.bind(&topic.name).bind(i64::from(p)).bind(0i64);
+        }
+        q.execute(self.store.writer())
+            .await
+            .map_err(StoreError::from)?;
+        Ok(())
+    }
+
+    /// Appends `messages`; answers the (partition, offset) of each, in input order.
+    pub async fn publish(
+        &self,
+        topic: &TopicSpec,
+        messages: &[Message],
+    ) -> Result<Vec<(u32, i64)>, BusError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placed = match self.append(topic, messages).await {
+            Err(BusError::UnknownTopic(_)) => {
+                self.ensure_topic(topic).await?;
+                self.append(topic, messages).await?
+            }
+            other => other?,
+        };
+        self.waker(&topic.name).notify_waiters();
+        Ok(placed)
+    }
+
+    async fn append(
+        &self,
+        topic: &TopicSpec,
+        messages: &[Message],
+    ) -> Result<Vec<(u32, i64)>, BusError> {
+        let now = now_ms();
+        let partitions: Vec<u32> = messages
+            .iter()
+            .map(|m| partition_for(&m.key, topic.partitions))
+            .collect();
+        let mut counts: HashMap<u32, i64> = HashMap::new();
+        for p in &partitions {
+            *counts.entry(*p).or_default() += 1;
+        }
+        let mut tx = self
+            .store
+            .writer()
+            .begin()
+            .await
+            .map_err(StoreError::from)?;
+        // Reserve a block of offsets in each partition touched.
+        let mut next: HashMap<u32, i64> = HashMap::new();
+        let mut touched: Vec<u32> = counts.keys().copied().collect();
+        touched.sort_unstable();
+        for p in touched {
+            let n = counts[&p];
+            let end: Option<i64> = sqlx::query_scalar(
+                "UPDATE bus_partitions SET next_offset = next_offset + $1 WHERE topic = $2 AND partition = $3 \
+                 RETURNING next_offset",
+            )
+            .bind(n)
+            .bind(&topic.name)
+            .bind(i64::from(p))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
+            let Some(end) = end else {
+                return Err(BusError::UnknownTopic(topic.name.clone()));
+            };
+            next.insert(p, end - n);
+        }
+        let mut placed = Vec::with_capacity(messages.len());
+        for p in &partitions {
+            let slot = next
+                .get_mut(p)
+                .ok_or_else(|| BusError::UnknownTopic(topic.name.clone()))?;
+            placed.push((*p, *slot));
+            *slot += 1;
+        }
+        for chunk in messages
+            .iter()
+            .zip(&placed)
+            .collect::<Vec<_>>()
+            .chunks(ROWS_PER_INSERT)
+        {
+            let sql = format!(
+                "INSERT INTO bus_records (topic, partition, \"offset\", record_key, value, timestamp_ms) VALUES {}",
+                values_list(chunk.len(), 6)
+            );
+            let mut q = sqlx::query(&sql);
+            for (m, (p, o)) in chunk {
+                q = q
+                    .bind(&topic.name)
+                    .bind(i64::from(*p))
+                    .bind(*o)
+                    .bind(&m.key)
+                    .bind(&m.value)
+                    .bind(now);
+            }
+            q.execute(&mut *tx).await.map_err(StoreError::from)?;
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(placed)
+    }
+
+    /// Joins `group` on `topics`.
+    pub async fn consumer(
+        &self,
+        group: &str,
+        topics: &[TopicSpec],
+    ) -> Result<EmbeddedConsumer, BusError> {
+        for t in topics {
+            self.ensure_topic(t).await?;
+        }
+        Ok(EmbeddedConsumer {
+            log: self.clone(),
+            group: group.to_owned(),
+            topics: topics.to_vec(),
+            positions: HashMap::new(),
+            leases: HashMap::new(),
+            rotation: 0,
+        })
+    }
+
+    /// Keeps only the latest record of each key of a compacted topic.
+    pub async fn compact(&self, topic: &TopicSpec) -> Result<u64, BusError> {
+        let removed = sqlx::query(
+            "DELETE FROM bus_records WHERE topic = $1 AND EXISTS (SELECT 1 FROM bus_records newer \
+             WHERE newer.topic = bus_records.topic AND newer.partition = bus_records.partition \
+             AND newer.record_key = bus_records.record_key AND newer.\"offset\" > bus_records.\"offset\")",
+        )
+        .bind(&topic.name)
+        .execute(self.store.writer())
+        .await
+        .map_err(StoreError::from)?
+        .rows_affected();
+        Ok(removed)
+    }
+
+    /// Removes records of a non-compacted topic that every group has consumed and that
+    /// are older than `retention`.
+    pub async fn trim(&self, topic: &TopicSpec, retention: Duration) -> Result<u64, BusError> {
+        let cutoff = now_ms() - retention.as_millis() as i64;
+        let removed = sqlx::query(
+            "DELETE FROM bus_records WHERE topic = $1 AND timestamp_ms < $2 AND \"offset\" < \
+             (SELECT COALESCE(MIN(o.next_offset), 0) FROM bus_offsets o WHERE o.topic = bus_records.topic \
+              AND o.partition = bus_records.partition)",
+        )
+        .bind(&topic.name)
+        .bind(cutoff)
+        .execute(self.store.writer())
+        .await
+        .map_err(StoreError::from)?
+        .rows_affected();
+        Ok(removed)
+    }
+}
+
+/// One process's membership in a consumer group.
+#[derive(Debug)]
+pub struct EmbeddedConsumer {
+    log: EmbeddedLog,
+    group: String,
+    topics: Vec<TopicSpec>,
+    /// Next offset to read per (topic, partition): ahead of the committed offset by the
+    /// records handed out and not yet committed.
+    positions: HashMap<(String, u32), i64>,
+    /// When each topic's lease was last renewed by this consumer.
+    leases: HashMap<String, Instant>,
+    /// The partition each read starts at, advanced every read.
+    rotation: u32,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    partition: i64,
+    offset: i64,
+    record_key: String,
+    value: Vec<u8>,
+    timestamp_ms: i64,
+}
+
+impl EmbeddedConsumer {
+    pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
+        let deadline = Instant::now() + wait;
+        let wakers: Vec<Arc<Notify>> = self
+            .topics
+            .iter()
+            .map(|t| self.log.waker(&t.name))
+            .collect();
+        loop {
+            // Register for wake-ups before reading, so a publish between the read and
+            // the wait is not missed.
+            let notified: Vec<_> = wakers.iter().map(|w| w.notified()).collect();
+            let mut notified: Vec<_> = notified.into_iter().map(Box::pin).collect();
+            for n in &mut notified {
+                n.as_mut().enable();
+            }
+            let records = self.read(max).await?;
+            if !records.is_empty() {
+                return Ok(records);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let nap = (deadline - now).min(CROSS_PROCESS_POLL);
+            let any = futures_select_all(notified);
+            let _ = tokio::time::timeout(nap, any).await;
+        }
+    }
+
+    async fn read(&mut self, max: usize) -> Result<Vec<Record>, BusError> {
+        let mut out = Vec::new();
+        let topics = self.topics.clone();
+        for topic in &topics {
+            if !self.hold_lease(&topic.name).await? {
+                continue;
+            }
+            // Start at a rotating partition so that a busy one cannot starve the others;
+            // each fills what is left of the batch.
+            let start = self.rotation;
+            self.rotation = self.rotation.wrapping_add(1);
+            for i in 0..topic.partitions {
+                let p = (start + i) % topic.partitions;
+                if out.len() >= max {
+                    break;
+                }
+                let key = (topic.name.clone(), p);
+                let from = match self.positions.get(&key) {
+                    Some(o) => *o,
+                    None => self.committed(&topic.name, p).await?,
+                };
+                let rows = sqlx::query_as::<_, Row>(
+                    "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+                     WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 ORDER BY \"offset\" LIMIT $4",
+                )
+                .bind(&topic.name)
+                .bind(i64::from(p))
+                .bind(from)
+                .bind((max - out.len()) as i64)
+                .fetch_all(self.log.store.reader())
+                .await
+                .map_err(StoreError::from)?;
+                let next = rows.last().map(|r| r.offset + 1).unwrap_or(from);
+                self.positions.insert(key, next);
+                out.extend(rows.into_iter().map(|r| Record {
+                    topic: topic.name.clone(),
+                    partition: r.partition as u32,
+                    offset: r.offset,
+                    key: r.record_key,
+                    value: r.value,
+                    timestamp_ms: r.timestamp_ms,
+                }));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn committed(&self, topic: &str, partition: u32) -> Result<i64, BusError> {
+        let o: Option<i64> = sqlx::query_scalar(
+            "SELECT next_offset FROM bus_offsets WHERE group_id = $1 AND topic = $2 AND partition = $3",
+        )
+        .bind(&self.group)
+        .bind(topic)
+        .bind(i64::from(partition))
+        .fetch_optional(self.log.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(o.unwrap_or(0))
+    }
+
+    /// Takes or renews the lease on the group's topic; `false` while another live
+    /// process holds it. On taking it afresh, positions restart from the committed
+    /// offsets, since the previous holder may have moved them.
+    async fn hold_lease(&mut self, topic: &str) -> Result<bool, BusError> {
+        if let Some(at) = self.leases.get(topic) {
+            if at.elapsed() < LEASE / 3 {
+                return Ok(true);
+            }
+        }
+        let now = now_ms();
+        let held = sqlx::query(
+            "INSERT INTO bus_leases (group_id, topic, owner, expires_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (group_id, topic) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at \
+             WHERE bus_leases.owner = excluded.owner OR bus_leases.expires_at < $5",
+        )
+        .bind(&self.group)
+        .bind(topic)
+        .bind(&*self.log.owner)
+        .bind(now + LEASE.as_millis() as i64)
+        .bind(now)
+        .execute(self.log.store.writer())
+        .await
+        .map_err(StoreError::from)?
+        .rows_affected()
+            == 1;
+        if held {
+            if self
+                .leases
+                .insert(topic.to_owned(), Instant::now())
+                .is_none()
+            {
+                self.positions.retain(|(t, _), _| t != topic);
+            }
+        } else {
+            self.leases.remove(topic);
+            self.positions.retain(|(t, _), _| t != topic);
+        }
+        Ok(held)
+    }
+
+    /// Stores, per partition, the offset after the last of `records`.
+    pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
+        let mut next: HashMap<(&str, u32), i64> = HashMap::new();
+        for r in records {
+            let e = next.entry((r.topic.as_str(), r.partition)).or_insert(0);
+            *e = (*e).max(r.offset + 1);
+        }
+        if next.is_empty() {
+            return Ok(());
+        }
+        // Never move a group backwards (a late commit of an older batch).
+        let sql = format!(
+            "INSERT INTO bus_offsets (group_id, topic, partition, next_offset) VALUES {} \
+             ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset \
+             WHERE bus_offsets.next_offset < excluded.next_offset",
+            values_list(next.len(), 4)
+        );
+        let mut q = sqlx::query(&sql);
+        for ((topic, p), o) in next {
+            q = q.bind(&self.group).bind(topic).bind(i64::from(p)).bind(o);
+        }
+        q.execute(self.log.store.writer())
+            .await
+            .map_err(StoreError::from)?;
+        Ok(())
+    }
+}
+
+/// Completes when any of the futures does.
+async fn futures_select_all<F: std::future::Future<Output = ()> + Unpin>(mut futs: Vec<F>) {
+    std::future::poll_fn(|cx| {
+        for f in &mut futs {
+            if std::pin::Pin::new(f).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
+}

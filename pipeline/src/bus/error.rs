@@ -1,0 +1,12 @@
+//! Bus failures, by how a caller reacts: `Unavailable` is retried with backoff; `Lease`
+//! means another process consumes this group now and this one must stand by.
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("the bus is unavailable: {0}")]
+    Unavailable(#[from] StoreError),
+    #[error("unknown topic `{0}`")]
+    UnknownTopic(String),
+}

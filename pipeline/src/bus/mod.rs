@@ -1,0 +1,66 @@
+//! The bus: keyed records in partitioned topics, read by consumer groups that commit
+//! offsets only after processing, with compacted topics for state. The semantics are
+//! Kafka's, so that the Kafka implementation slots in behind the same types; the first
+//! implementation is the embedded log, durable in the store.
+//!
+//! A stage's loop is: `poll` a batch, process it, `publish` every output (durable when
+//! it returns), then `commit` the batch. A crash anywhere before the commit redelivers
+//! the batch, so stages must be idempotent.
+
+pub mod embedded;
+mod error;
+mod record;
+mod topic;
+
+use std::time::Duration;
+
+pub use embedded::{EmbeddedConsumer, EmbeddedLog};
+pub use error::BusError;
+pub use record::{partition_for, Message, Record};
+pub use topic::TopicSpec;
+
+/// The bus a process runs on, chosen by configuration.
+#[derive(Debug, Clone)]
+pub enum Bus {
+    Embedded(EmbeddedLog),
+}
+
+/// A member of a consumer group.
+#[derive(Debug)]
+pub enum Consumer {
+    Embedded(EmbeddedConsumer),
+}
+
+impl Bus {
+    /// Appends the messages, each to the partition its key hashes to, in order per key.
+    /// Durable when it returns.
+    pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
+        match self {
+            Bus::Embedded(log) => log.publish(topic, messages).await.map(|_| ()),
+        }
+    }
+
+    /// Joins consumer group `group` on `topics`, starting at the group's committed
+    /// offsets (the beginning for a new group).
+    pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<Consumer, BusError> {
+        match self {
+            Bus::Embedded(log) => Ok(Consumer::Embedded(log.consumer(group, topics).await?)),
+        }
+    }
+}
+
+impl Consumer {
+    /// Up to `max` records, waiting up to `wait` for the first.
+    pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
+        match self {
+            Consumer::Embedded(c) => c.poll(max, wait).await,
+        }
+    }
+
+    /// Marks these records processed: the group resumes after them.
+    pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
+        match self {
+            Consumer::Embedded(c) => c.commit(records).await,
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The embedded log against each store: ordering per key, commit and resume,
+//! redelivery of uncommitted records, prompt wake-ups, the consumer-group lease,
+//! compaction and trimming, concurrent publishers.
+
+// A test reports failure by panicking; unwrapping is the idiom here.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../api/support/backend.rs"]
+mod backend;
+
+use std::time::{Duration, Instant};
+
+use backend::{Backend, Database};
+use pipeline::bus::{Bus, EmbeddedLog, Message, TopicSpec};
+use pipeline::store::{Store, StoreOptions};
+
+macro_rules! both_backends {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite { $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Sqlite).await }
+        )+ }
+        mod postgres { $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Postgres).await }
+        )+ }
+    };
+}
+
+both_backends!(
+    records_come_back_in_order_per_key_with_their_offsets,
+    a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again,
+    a_waiting_consumer_wakes_as_soon_as_a_record_is_published,
+    one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
+    compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones,
+    concurrent_publishers_get_distinct_gapless_offsets,
+);
+
+struct Fixture {
+    store: Store,
+    _db: Database,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(b: Backend) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(b, dir.path()).await;
+    let store = Store::open(&db.url, &StoreOptions::default())
+        .await
+        .unwrap();
+    Fixture {
+        store,
+        _db: db,
+        _dir: dir,
+    }
+}
+
+fn msg(key: &str, value: &str) -> Message {
+    Message {
+        key: key.into(),
+        value: value.as_bytes().to_vec(),
+    }
+}
+
+fn topic(name: &str, compacted: bool) -> TopicSpec {
+    TopicSpec::new(name, 4, compacted)
+}
+
+async fn records_come_back_in_order_per_key_with_their_offsets(b: Backend) {
+    let f = fixture(b).await;
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let t = topic("claims.intake", false);
+    let msgs: Vec<Message> = (0..30)
+        .map(|i| msg(&format!("k{}", i % 5), &format!("v{i}")))
+        .collect();
+    bus.publish(&t, &msgs).await.unwrap();
+    let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 30 {
+        let batch = c.poll(7, Duration::from_secs(2)).await.unwrap();
+        assert!(!batch.is_empty() && batch.len() <= 7);
+        got.extend(batch);
+    }
+    for k in 0..5 {
+        let key = format!("k{k}");
+        let values: Vec<String> = got
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| String::from_utf8(r.value.clone()).unwrap())
+            .collect();
+        let expected: Vec<String> = (0..30)
+            .filter(|i| i % 5 == k)
+            .map(|i| format!("v{i}"))
+            .collect();
+        assert_eq!(values, expected, "records of one key keep their order");
+        let partitions: std::collections::HashSet<u32> = got
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.partition)
+            .collect();
+        assert_eq!(partitions.len(), 1, "one key, one partition");
+    }
+    for p in 0..4 {
+        let offsets: Vec<i64> = got
+            .iter()
+            .filter(|r| r.partition == p)
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(
+            offsets,
+            (0..offsets.len() as i64).collect::<Vec<_>>(),
+            "offsets count from 0 without gaps"
+        );
+    }
+    assert!(c
+        .poll(10, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(b: Backend) {
+    let f = fixture(b).await;
+    let t = topic("t", false);
+    let log = EmbeddedLog::new(f.store.clone());
+    let bus = Bus::Embedded(log.clone());
+    bus.publish(
+        &t,
+        &(0..10)
+            .map(|i| msg("same-key", &i.to_string()))
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    let first = c.poll(4, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(first.len(), 4);
+    c.commit(&first).await.unwrap();
+    let second = c.poll(4, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(second[0].offset, 4);
+    drop(c); // crashed before committing `second`
+
+    // The same process restarts its consumer: it resumes after the commit.
+    let mut again = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    let redelivered = again.poll(100, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(
+        redelivered.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (4..10).collect::<Vec<_>>()
+    );
+    // Another group reads from the beginning.
+    let mut other = bus.consumer("other", &[t]).await.unwrap();
+    assert_eq!(
+        other.poll(100, Duration::from_secs(1)).await.unwrap().len(),
+        10
+    );
+}
+
+async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
+    let f = fixture(b).await;
+    let t = topic("t", false);
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    let publisher = bus.clone();
+    let t2 = t.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        publisher.publish(&t2, &[msg("k", "hello")]).await.unwrap();
+    });
+    let started = Instant::now();
+    let got = c.poll(10, Duration::from_secs(30)).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(got.len(), 1);
+    // Woken by the publish, not by the end of the 30 s wait.
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+}
+
+async fn one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit(b: Backend) {
+    let f = fixture(b).await;
+    let t = topic("t", false);
+    // Two logs on one store stand for two processes.
+    let first = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let second = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    first
+        .publish(
+            &t,
+            &(0..6)
+                .map(|i| msg(&format!("k{i}"), "v"))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+
+    let mut a = first.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    let mut b2 = second
+        .consumer("g", std::slice::from_ref(&t))
+        .await
+        .unwrap();
+    let got_a = a.poll(3, Duration::from_secs(1)).await.unwrap();
+    assert!(!got_a.is_empty());
+    a.commit(&got_a).await.unwrap();
+    assert!(
+        b2.poll(10, Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the lease holder alone consumes"
+    );
+    drop(a); // the first process dies without committing more
+
+    let deadline = Instant::now() + pipeline::bus::embedded::LEASE + Duration::from_secs(5);
+    let taken = loop {
+        let got = b2.poll(100, Duration::from_millis(500)).await.unwrap();
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no takeover after the lease expired"
+        );
+    };
+    let first_offsets: std::collections::HashSet<(u32, i64)> =
+        got_a.iter().map(|r| (r.partition, r.offset)).collect();
+    assert!(
+        taken
+            .iter()
+            .all(|r| !first_offsets.contains(&(r.partition, r.offset))),
+        "committed records are not consumed twice"
+    );
+    assert_eq!(got_a.len() + taken.len(), 6, "nothing lost");
+}
+
+async fn compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones(b: Backend) {
+    let f = fixture(b).await;
+    let log = EmbeddedLog::new(f.store.clone());
+    let state = topic("state", true);
+    log.publish(
+        &state,
+        &[
+            msg("a", "1"),
+            msg("b", "1"),
+            msg("a", "2"),
+            msg("a", "3"),
+            msg("b", "2"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(log.compact(&state).await.unwrap(), 3);
+    let bus = Bus::Embedded(log.clone());
+    let mut c = bus
+        .consumer("restore", std::slice::from_ref(&state))
+        .await
+        .unwrap();
+    let mut latest: Vec<(String, String)> = c
+        .poll(100, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, String::from_utf8(r.value).unwrap()))
+        .collect();
+    latest.sort();
+    assert_eq!(
+        latest,
+        [
+            ("a".to_owned(), "3".to_owned()),
+            ("b".to_owned(), "2".to_owned())
+        ]
+    );
+
+    let events = topic("events", false);
+    log.publish(
+        &events,
+        &(0..5).map(|i| msg("k", &i.to_string())).collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let mut g = bus
+        .consumer("g", std::slice::from_ref(&events))
+        .await
+        .unwrap();
+    let got = g.poll(3, Duration::from_secs(1)).await.unwrap();
+    g.commit(&got).await.unwrap();
+    assert_eq!(
+        log.trim(&events, Duration::ZERO).await.unwrap(),
+        3,
+        "only what the group consumed"
+    );
+    let rest = g.poll(100, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(rest.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 4]);
+}
+
+async fn concurrent_publishers_get_distinct_gapless_offsets(b: Backend) {
+    let f = fixture(b).await;
+    let t = TopicSpec::new("t", 1, false);
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let tasks: Vec<_> = (0..8)
+        .map(|w| {
+            let bus = bus.clone();
+            let t = t.clone();
+            tokio::spawn(async move {
+                for i in 0..10 {
+                    bus.publish(
+                        &t,
+                        &[
+                            msg(&format!("w{w}"), &i.to_string()),
+                            msg(&format!("w{w}"), "x"),
+                        ],
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut c = bus.consumer("g", &[t]).await.unwrap();
+    let mut offsets = Vec::new();
+    loop {
+        let got = c.poll(1000, Duration::from_millis(200)).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        offsets.extend(got.into_iter().map(|r| r.offset));
+    }
+    assert_eq!(offsets, (0..160).collect::<Vec<_>>());
+}
