@@ -45,6 +45,11 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// `text` or `json` log lines (`CLAIMS_LOG_FORMAT`).
     pub log_format: LogFormat,
+    /// Prefix of every topic name, so deployments can share a broker
+    /// (`CLAIMS_TOPIC_PREFIX`).
+    pub topic_prefix: String,
+    /// Partitions of each topic (`CLAIMS_PARTITIONS`).
+    pub partitions: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +74,8 @@ impl Default for Settings {
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
             log_format: LogFormat::Text,
+            topic_prefix: String::new(),
+            partitions: 8,
         }
     }
 }
@@ -98,6 +105,8 @@ pub struct Config {
     pub jwt_key_file: PathBuf,
     pub api: api::ApiConfig,
     pub log_format: LogFormat,
+    pub topic_prefix: String,
+    pub partitions: u32,
 }
 
 impl Config {
@@ -147,6 +156,16 @@ impl Config {
         if s.config_cache_ttl_ms > 60_000 {
             bail!("CLAIMS_CONFIG_CACHE_TTL_MS must be at most 60000");
         }
+        if !(1..=1024).contains(&s.partitions) {
+            bail!("CLAIMS_PARTITIONS must be from 1 to 1024");
+        }
+        if !s
+            .topic_prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            bail!("CLAIMS_TOPIC_PREFIX may contain only letters, digits and . _ -");
+        }
         if s.max_body_bytes < 1024 {
             bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
         }
@@ -170,6 +189,8 @@ impl Config {
                 max_body_bytes: s.max_body_bytes,
             },
             log_format: s.log_format,
+            topic_prefix: s.topic_prefix,
+            partitions: s.partitions,
         })
     }
 }

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use api::auth::keys::KeyRing;
 use api::AppState;
+use pipeline::bus::{Bus, EmbeddedLog};
 use pipeline::store::{Store, StoreOptions};
+use pipeline::topics::Topics;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
@@ -29,9 +31,11 @@ impl Server {
         let listener = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.http_addr))?;
+        let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+        let topics = Topics::new(&config.topic_prefix, config.partitions);
         Ok(Self {
             listener,
-            state: AppState::new(store, keys, config.api.clone()),
+            state: AppState::new(store, keys, config.api.clone(), bus, topics),
         })
     }
 

@@ -18,7 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    auth, health, operations, providers, rulebooks, tenant_settings, users, well_known,
+    auth, claims, health, operations, providers, rulebooks, tenant_settings, users, well_known,
 };
 use crate::state::AppState;
 
@@ -35,6 +35,7 @@ use crate::state::AppState;
     tags(
         (name = "auth", description = "Login, token refresh, logout and the verification keys"),
         (name = "tenant", description = "Tenant settings and users"),
+        (name = "claims", description = "Claim intake and reads"),
         (name = "providers", description = "Providers and their contracts"),
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "operations", description = "Health, metrics and this document"),
@@ -72,6 +73,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rulebooks::active_rulebook))
         .routes(routes!(rulebooks::get_rulebook))
         .routes(routes!(rulebooks::publish_rulebook))
+        .routes(routes!(claims::intake))
+        .routes(routes!(claims::batch))
+        .routes(routes!(claims::list_claims))
+        .routes(routes!(claims::get_claim))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
         .routes(routes!(operations::openapi_json))

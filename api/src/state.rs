@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use pipeline::bus::Bus;
 use pipeline::config_cache::ConfigCache;
 use pipeline::store::Store;
+use pipeline::topics::Topics;
 
 use crate::auth::keys::KeyRing;
 use crate::auth::session_cache::SessionCache;
@@ -23,10 +25,12 @@ pub struct Inner {
     pub config_cache: ConfigCache,
     pub config: ApiConfig,
     pub metrics: Metrics,
+    pub bus: Bus,
+    pub topics: Topics,
 }
 
 impl AppState {
-    pub fn new(store: Store, keys: KeyRing, config: ApiConfig) -> Self {
+    pub fn new(store: Store, keys: KeyRing, config: ApiConfig, bus: Bus, topics: Topics) -> Self {
         let sessions = SessionCache::new(store.clone(), config.session_cache_ttl);
         let config_cache = ConfigCache::new(store.clone(), config.config_cache_ttl);
         Self(Arc::new(Inner {
@@ -36,6 +40,8 @@ impl AppState {
             config_cache,
             config,
             metrics: Metrics::new(),
+            bus,
+            topics,
         }))
     }
 }

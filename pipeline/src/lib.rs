@@ -4,5 +4,7 @@
 pub mod bus;
 pub mod clock;
 pub mod config_cache;
+pub mod intake;
 pub mod rules;
 pub mod store;
+pub mod topics;

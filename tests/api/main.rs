@@ -10,6 +10,7 @@ mod support;
 mod admin_cli;
 mod auth_login;
 mod auth_session;
+mod claims;
 mod config_cache;
 mod errors;
 mod forged_tokens;

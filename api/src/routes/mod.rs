@@ -1,6 +1,7 @@
 //! One file per resource of the contract.
 
 pub mod auth;
+pub mod claims;
 pub mod health;
 pub mod operations;
 pub mod providers;

@@ -86,7 +86,7 @@ impl EmbeddedLog {
             }
             other => other?,
         };
-        self.waker(&topic.name).notify_waiters();
+        self.wake(&topic.name);
         Ok(placed)
     }
 
@@ -95,6 +95,34 @@ impl EmbeddedLog {
         topic: &TopicSpec,
         messages: &[Message],
     ) -> Result<Vec<(u32, i64)>, BusError> {
+        let mut tx = self
+            .store
+            .writer()
+            .begin()
+            .await
+            .map_err(StoreError::from)?;
+        let placed = self.append_in(&mut tx, topic, messages).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(placed)
+    }
+
+    /// Wakes this process's consumers of `topic`, after a transaction that appended to
+    /// it committed.
+    pub fn wake(&self, topic: &str) {
+        self.waker(topic).notify_waiters();
+    }
+
+    /// Appends inside the caller's transaction, so that records and the caller's own
+    /// rows commit together. The caller commits, then calls [`Self::wake`].
+    pub async fn append_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        topic: &TopicSpec,
+        messages: &[Message],
+    ) -> Result<Vec<(u32, i64)>, BusError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
         let partitions: Vec<u32> = messages
             .iter()
@@ -104,12 +132,6 @@ impl EmbeddedLog {
         for p in &partitions {
             *counts.entry(*p).or_default() += 1;
         }
-        let mut tx = self
-            .store
-            .writer()
-            .begin()
-            .await
-            .map_err(StoreError::from)?;
         // Reserve a block of offsets in each partition touched.
         let mut next: HashMap<u32, i64> = HashMap::new();
         let mut touched: Vec<u32> = counts.keys().copied().collect();
@@ -123,7 +145,7 @@ impl EmbeddedLog {
             .bind(n)
             .bind(&topic.name)
             .bind(i64::from(p))
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await
             .map_err(StoreError::from)?;
             let Some(end) = end else {
@@ -159,9 +181,8 @@ impl EmbeddedLog {
                     .bind(&m.value)
                     .bind(now);
             }
-            q.execute(&mut *tx).await.map_err(StoreError::from)?;
+            q.execute(&mut **tx).await.map_err(StoreError::from)?;
         }
-        tx.commit().await.map_err(StoreError::from)?;
         Ok(placed)
     }
 

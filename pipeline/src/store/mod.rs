@@ -8,6 +8,7 @@
 //! lock and fail deferred transactions with SQLITE_BUSY. So on SQLite writes go through
 //! a single-connection pool while reads use several; on PostgreSQL both are one pool.
 
+mod claims;
 mod error;
 mod keys;
 mod providers;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
+pub use claims::ClaimFilter;
 pub use error::StoreError;
 pub use keys::SigningKeyRecord;
 pub use providers::{Contracted, NewContract, NewProvider};

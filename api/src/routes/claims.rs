@@ -1,0 +1,436 @@
+//! `/claims` (contract: Claims): intake, batch intake and reads.
+//!
+//! Intake checks, in order: the body (400/422), an active rulebook (409
+//! `RULEBOOK_NOT_ACTIVE`), the provider's contract today (422 `PROVIDER_NOT_CONTRACTED`),
+//! then stores the claim and its command in one transaction, where the claim id decides
+//! duplicates (409 `CLAIM_DUPLICATE`). Batch intake checks each item the same way and
+//! stores all accepted items in one transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_TYPE, LOCATION};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use pipeline::bus::Bus;
+use pipeline::clock::{ms_to_rfc3339, now_ms};
+use pipeline::config_cache::ActiveRulebook;
+use pipeline::intake::{self, ClaimSubmitted};
+use pipeline::store::ClaimFilter;
+use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
+use schemas::{Date, ErrorBody, Page};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::auth::principal::scope::{ClaimsRead, ClaimsWrite};
+use crate::auth::Authorized;
+use crate::http::error::ApiError;
+use crate::http::json::{self, Json};
+use crate::http::list::{encode_cursor, ListParams};
+use crate::state::AppState;
+
+/// The most claims one batch may carry.
+pub const MAX_BATCH: usize = 10_000;
+
+fn claim_not_found() -> ApiError {
+    ApiError::Refused {
+        status: StatusCode::NOT_FOUND,
+        code: "CLAIM_NOT_FOUND",
+        message: "no claim with this claim_id exists for the tenant".into(),
+        field: None,
+    }
+}
+
+fn duplicate() -> ApiError {
+    ApiError::Refused {
+        status: StatusCode::CONFLICT,
+        code: "CLAIM_DUPLICATE",
+        message: "a claim with this claim_id already exists for the tenant".into(),
+        field: Some("claim_id".into()),
+    }
+}
+
+fn not_contracted() -> ApiError {
+    ApiError::Refused {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code: "PROVIDER_NOT_CONTRACTED",
+        message: "the provider is not under an active contract with the tenant today".into(),
+        field: Some("provider_id".into()),
+    }
+}
+
+fn no_rulebook() -> ApiError {
+    ApiError::Refused {
+        status: StatusCode::CONFLICT,
+        code: "RULEBOOK_NOT_ACTIVE",
+        message: "the tenant has no active rulebook; publish one first".into(),
+        field: None,
+    }
+}
+
+/// The checks of one claim that need the tenant's configuration; answers its command.
+async fn check(
+    state: &AppState,
+    tenant_id: &str,
+    claim: ClaimSubmission,
+    rulebook: &Option<ActiveRulebook>,
+    today: Date,
+    now: i64,
+) -> Result<ClaimSubmitted, ApiError> {
+    claim
+        .validate(today)
+        .map_err(|e| ApiError::validation(e.field, e.message))?;
+    let Some(rb) = rulebook else {
+        return Err(no_rulebook());
+    };
+    let contracted = state
+        .config_cache
+        .contracted(tenant_id, claim.provider_id.as_str(), today)
+        .await
+        .map_err(ApiError::internal)?;
+    if contracted.is_none() {
+        return Err(not_contracted());
+    }
+    Ok(ClaimSubmitted {
+        tenant_id: tenant_id.to_owned(),
+        claim,
+        rulebook_id: rb.rulebook.rulebook_id.clone(),
+        rulebook_version: rb.rulebook.version,
+        received_at_ms: now,
+    })
+}
+
+async fn store(state: &AppState, commands: &[ClaimSubmitted]) -> Result<Vec<bool>, ApiError> {
+    match &state.bus {
+        Bus::Embedded(log) => {
+            Ok(intake::accept(&state.store, log, &state.topics.intake, commands).await?)
+        }
+    }
+}
+
+/// Submit a claim for processing.
+///
+/// Answers 202 once the claim and its command are durable; processing continues
+/// asynchronously. Follow `Location`, or subscribe to webhooks.
+#[utoipa::path(post, path = "/claims/intake", tag = "claims",
+    security(("bearer" = ["claims:write"])),
+    request_body = ClaimSubmission,
+    responses(
+        (status = 202, description = "Accepted", body = Accepted, headers(("location" = String, description = "The claim's URL"))),
+        (status = 400, description = "Malformed body or a missing field", body = ErrorBody),
+        (status = 409, description = "`CLAIM_DUPLICATE`, or `RULEBOOK_NOT_ACTIVE`", body = ErrorBody),
+        (status = 422, description = "`VALIDATION_ERROR` with `field`, or `PROVIDER_NOT_CONTRACTED`", body = ErrorBody),
+    ))]
+pub async fn intake(
+    State(state): State<AppState>,
+    who: Authorized<ClaimsWrite>,
+    Json(claim): Json<ClaimSubmission>,
+) -> Result<Response, ApiError> {
+    let rulebook = state
+        .config_cache
+        .active_rulebook(&who.tenant_id)
+        .await
+        .map_err(ApiError::internal)?;
+    let now = now_ms();
+    let command = check(
+        &state,
+        &who.tenant_id,
+        claim,
+        &rulebook,
+        Date::today_utc(),
+        now,
+    )
+    .await?;
+    let claim_id = command.claim.claim_id.as_str().to_owned();
+    let fresh = store(&state, std::slice::from_ref(&command)).await?;
+    if !fresh.first().copied().unwrap_or(false) {
+        return Err(duplicate());
+    }
+    tracing::debug!(tenant_id = %who.tenant_id, %claim_id, "Claim accepted.");
+    let location = format!("/api/v1/claims/{claim_id}");
+    let mut res = (
+        StatusCode::ACCEPTED,
+        Json(Accepted {
+            claim_id,
+            status: ClaimStatus::Received,
+            received_at: ms_to_rfc3339(now),
+        }),
+    )
+        .into_response();
+    if let Ok(v) = location.parse() {
+        res.headers_mut().insert(LOCATION, v);
+    }
+    Ok(res)
+}
+
+/// One item's result in a batch.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchItem {
+    Accepted {
+        claim_id: String,
+        /// `received`
+        status: ClaimStatus,
+    },
+    Rejected {
+        claim_id: Option<String>,
+        error: ItemError,
+    },
+}
+
+/// Why one item was refused: the error body's members, without a request id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemError {
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResult {
+    pub accepted: usize,
+    pub rejected: usize,
+    /// In input order.
+    pub results: Vec<BatchItem>,
+}
+
+fn item_error(claim_id: Option<String>, e: ApiError) -> BatchItem {
+    let status = e.status();
+    let (code, message, field) = match e {
+        ApiError::BadRequest { message, field } => ("BAD_REQUEST", message.into_owned(), field),
+        ApiError::Validation { message, field } => {
+            ("VALIDATION_ERROR", message.into_owned(), field)
+        }
+        ApiError::Refused {
+            code,
+            message,
+            field,
+            ..
+        } => (code, message.into_owned(), field),
+        other => {
+            tracing::error!(error = %other, %status, "Batch item failed.");
+            (
+                "INTERNAL_ERROR",
+                "the item could not be processed".to_owned(),
+                None,
+            )
+        }
+    };
+    BatchItem::Rejected {
+        claim_id,
+        error: ItemError {
+            code: code.to_owned(),
+            message,
+            field,
+        },
+    }
+}
+
+/// Submit up to 10,000 claims at once, as a JSON array or as `application/x-ndjson`.
+///
+/// Each item is checked exactly as intake checks a claim; the accepted ones are stored
+/// together, in one transaction. Answers 200 with a result per item, in input order.
+#[utoipa::path(post, path = "/claims/batch", tag = "claims",
+    security(("bearer" = ["claims:write"])),
+    request_body(content = Vec<ClaimSubmission>, description = "A JSON array, or one claim per line with Content-Type application/x-ndjson"),
+    responses(
+        (status = 200, description = "A result per item", body = BatchResult),
+        (status = 400, description = "Not a JSON array or NDJSON", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "More than 10,000 claims", body = ErrorBody),
+    ))]
+pub async fn batch(
+    State(state): State<AppState>,
+    who: Authorized<ClaimsWrite>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<BatchResult>, ApiError> {
+    let items = split_batch(&headers, &body)?;
+    if items.len() > MAX_BATCH {
+        return Err(ApiError::Validation {
+            message: format!("a batch holds at most {MAX_BATCH} claims").into(),
+            field: None,
+        });
+    }
+    let rulebook = state
+        .config_cache
+        .active_rulebook(&who.tenant_id)
+        .await
+        .map_err(ApiError::internal)?;
+    let (today, now) = (Date::today_utc(), now_ms());
+    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(items.len());
+    let mut commands = Vec::new();
+    let mut slots = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, raw) in items.into_iter().enumerate() {
+        let id_hint = raw
+            .get("claim_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let parsed = json::parse::<ClaimSubmission>(&serde_json::to_vec(&raw).unwrap_or_default());
+        let outcome = match parsed {
+            Err(e) => Err(e),
+            Ok(claim) => check(&state, &who.tenant_id, claim, &rulebook, today, now).await,
+        };
+        match outcome {
+            Err(e) => results.push(Some(item_error(id_hint, e))),
+            Ok(cmd) if !seen.insert(cmd.claim.claim_id.as_str().to_owned()) => {
+                results.push(Some(item_error(id_hint, duplicate())));
+            }
+            Ok(cmd) => {
+                results.push(None);
+                slots.push(i);
+                commands.push(cmd);
+            }
+        }
+    }
+    let fresh = store(&state, &commands).await?;
+    for ((slot, cmd), new) in slots.into_iter().zip(&commands).zip(fresh) {
+        let claim_id = cmd.claim.claim_id.as_str().to_owned();
+        results[slot] = Some(if new {
+            BatchItem::Accepted {
+                claim_id,
+                status: ClaimStatus::Received,
+            }
+        } else {
+            item_error(Some(claim_id), duplicate())
+        });
+    }
+    let results: Vec<BatchItem> = results.into_iter().flatten().collect();
+    let accepted = results
+        .iter()
+        .filter(|r| matches!(r, BatchItem::Accepted { .. }))
+        .count();
+    tracing::info!(tenant_id = %who.tenant_id, accepted, rejected = results.len() - accepted, "Claim batch received.");
+    Ok(Json(BatchResult {
+        accepted,
+        rejected: results.len() - accepted,
+        results,
+    }))
+}
+
+/// The items of a batch body, each still unparsed.
+fn split_batch(headers: &HeaderMap, body: &[u8]) -> Result<Vec<serde_json::Value>, ApiError> {
+    let mime = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match mime.as_str() {
+        "application/json" => serde_json::from_slice::<Vec<serde_json::Value>>(body)
+            .map_err(|_| ApiError::bad_request("the body must be a JSON array of claims")),
+        "application/x-ndjson" | "application/jsonl" => body
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+            .map(|(n, line)| {
+                serde_json::from_slice(line).map_err(|_| ApiError::BadRequest {
+                    message: format!("line {} is not a JSON object", n + 1).into(),
+                    field: None,
+                })
+            })
+            .collect(),
+        _ => Err(ApiError::bad_request(
+            "the body must be application/json (an array) or application/x-ndjson",
+        )),
+    }
+}
+
+/// A claim with its processing state.
+#[utoipa::path(get, path = "/claims/{claim_id}", tag = "claims",
+    security(("bearer" = ["claims:read"])),
+    responses((status = 200, description = "The claim", body = ClaimView), (status = 404, description = "`CLAIM_NOT_FOUND`", body = ErrorBody)))]
+pub async fn get_claim(
+    State(state): State<AppState>,
+    who: Authorized<ClaimsRead>,
+    Path(claim_id): Path<String>,
+) -> Result<Json<ClaimView>, ApiError> {
+    state
+        .store
+        .claim(&who.tenant_id, &claim_id)
+        .await?
+        .map(Json)
+        .ok_or_else(claim_not_found)
+}
+
+/// The tenant's claims, oldest first, filtered.
+#[utoipa::path(get, path = "/claims", tag = "claims",
+    security(("bearer" = ["claims:read"])),
+    params(
+        ("status" = Option<String>, Query, description = "received, processing, pending_review or completed"),
+        ("outcome" = Option<String>, Query, description = "ADJUDICATED, APPROVED, DECLINED, FLAGGED or BLOCKED"),
+        ("provider_id" = Option<String>, Query),
+        ("received_after" = Option<String>, Query, description = "RFC 3339 time; claims received strictly after it"),
+        ("limit" = Option<i64>, Query, description = "1-500, default 50"),
+        ("cursor" = Option<String>, Query, description = "From `next_cursor`"),
+    ),
+    responses((status = 200, description = "A page of claims", body = Page<ClaimView>), (status = 422, description = "A bad filter, limit or cursor", body = ErrorBody)))]
+pub async fn list_claims(
+    State(state): State<AppState>,
+    who: Authorized<ClaimsRead>,
+    list: ListParams,
+) -> Result<Json<Page<ClaimView>>, ApiError> {
+    let q: &HashMap<String, String> = &list.query;
+    let filter = ClaimFilter {
+        status: match q.get("status") {
+            None => None,
+            Some(s) => Some(ClaimStatus::parse(s).ok_or_else(|| {
+                ApiError::validation(
+                    "status",
+                    "must be received, processing, pending_review or completed",
+                )
+            })?),
+        },
+        outcome: match q.get("outcome") {
+            None => None,
+            Some(s) => Some(Outcome::parse(s).ok_or_else(|| {
+                ApiError::validation(
+                    "outcome",
+                    "must be ADJUDICATED, APPROVED, DECLINED, FLAGGED or BLOCKED",
+                )
+            })?),
+        },
+        provider_id: q.get("provider_id").cloned(),
+        received_after_ms: match q.get("received_after") {
+            None => None,
+            Some(s) => Some(parse_time(s).ok_or_else(|| {
+                ApiError::validation("received_after", "must be an RFC 3339 time")
+            })?),
+        },
+    };
+    let after = match &list.after {
+        None => None,
+        Some(c) => Some(
+            c.split_once('|')
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())))
+                .ok_or_else(|| {
+                    ApiError::validation("cursor", "is not a cursor this service issued")
+                })?,
+        ),
+    };
+    let rows = state
+        .store
+        .claims(&who.tenant_id, &filter, after, list.fetch_limit())
+        .await?;
+    let more = rows.len() as i64 > list.limit;
+    let mut rows = rows;
+    rows.truncate(list.limit as usize);
+    let next_cursor = if more {
+        rows.last()
+            .map(|(at, v)| encode_cursor(&format!("{at}|{}", v.submission.claim_id)))
+    } else {
+        None
+    };
+    Ok(Json(Page {
+        data: rows.into_iter().map(|(_, v)| v).collect(),
+        next_cursor,
+    }))
+}
+
+fn parse_time(s: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(pipeline::clock::to_ms(t))
+}

@@ -1,0 +1,106 @@
+//! Accepting claims: each accepted claim gets its snapshot row (`received`) and its
+//! command on the intake topic in one store transaction, so a 202 means both are on
+//! disk and neither exists without the other. The `(tenant_id, claim_id)` key decides
+//! duplicates, also between simultaneous submissions: exactly one insert wins.
+
+use schemas::claim::ClaimSubmission;
+use serde::{Deserialize, Serialize};
+
+use crate::bus::{EmbeddedLog, Message, TopicSpec};
+use crate::clock::now_ms;
+use crate::store::{values_list, Store, StoreError};
+
+/// The record on the intake topic: the claim as submitted and what intake decided
+/// about its context, so that processing uses the rulebook current at intake.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimSubmitted {
+    pub tenant_id: String,
+    pub claim: ClaimSubmission,
+    pub rulebook_id: String,
+    pub rulebook_version: i64,
+    pub received_at_ms: i64,
+}
+
+impl ClaimSubmitted {
+    /// Records of one claim share a key, so they stay in order in one partition.
+    pub fn key(&self) -> String {
+        claim_key(&self.tenant_id, self.claim.claim_id.as_str())
+    }
+}
+
+pub fn claim_key(tenant_id: &str, claim_id: &str) -> String {
+    format!("{tenant_id}/{claim_id}")
+}
+
+/// Rows per INSERT: 12 values each, within SQLite's limit on bound values.
+const ROWS_PER_INSERT: usize = 2000;
+
+/// Accepts the claims (already validated, distinct ids); answers, per claim, whether it
+/// was new (`false`: a claim with that id exists for the tenant).
+pub async fn accept(
+    store: &Store,
+    log: &EmbeddedLog,
+    topic: &TopicSpec,
+    commands: &[ClaimSubmitted],
+) -> Result<Vec<bool>, StoreError> {
+    if commands.is_empty() {
+        return Ok(Vec::new());
+    }
+    log.ensure_topic(topic).await.map_err(into_store)?;
+    let now = now_ms();
+    let mut tx = store.writer().begin().await?;
+    let mut inserted = std::collections::HashSet::new();
+    for chunk in commands.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
+             rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
+             ON CONFLICT (tenant_id, claim_id) DO NOTHING RETURNING claim_id",
+            values_list(chunk.len(), 12)
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for c in chunk {
+            let submission =
+                serde_json::to_string(&c.claim).map_err(|e| StoreError::Config(e.to_string()))?;
+            q = q
+                .bind(&c.tenant_id)
+                .bind(c.claim.claim_id.as_str().to_owned())
+                .bind(c.claim.member_id.as_str().to_owned())
+                .bind(c.claim.provider_id.as_str().to_owned())
+                .bind(c.claim.claim_amount)
+                .bind(c.claim.service_date.to_string())
+                .bind(submission)
+                .bind(&c.rulebook_id)
+                .bind(c.rulebook_version)
+                .bind("received")
+                .bind(c.received_at_ms)
+                .bind(now);
+        }
+        inserted.extend(q.fetch_all(&mut *tx).await?);
+    }
+    let fresh: Vec<bool> = commands
+        .iter()
+        .map(|c| inserted.contains(c.claim.claim_id.as_str()))
+        .collect();
+    let messages: Vec<Message> = commands
+        .iter()
+        .zip(&fresh)
+        .filter(|(_, new)| **new)
+        .map(|(c, _)| Message {
+            key: c.key(),
+            value: serde_json::to_vec(c).unwrap_or_default(),
+        })
+        .collect();
+    log.append_in(&mut tx, topic, &messages)
+        .await
+        .map_err(into_store)?;
+    tx.commit().await?;
+    log.wake(&topic.name);
+    Ok(fresh)
+}
+
+fn into_store(e: crate::bus::BusError) -> StoreError {
+    match e {
+        crate::bus::BusError::Unavailable(s) => s,
+        other => StoreError::Config(other.to_string()),
+    }
+}

@@ -1,0 +1,110 @@
+//! Claim snapshots: reads for the API. Rows are written by intake (`received`) and by
+//! the pipeline's snapshot writer.
+
+use schemas::claim::{ClaimStatus, ClaimSubmission, ClaimView, Outcome, Reason};
+
+use super::{Store, StoreError};
+use crate::clock::ms_to_rfc3339;
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    claim_id: String,
+    submission: String,
+    rulebook_version: i64,
+    status: String,
+    outcome: Option<String>,
+    approved_amount: Option<i64>,
+    fraud_score: Option<f64>,
+    audit_id: Option<String>,
+    reasons: String,
+    task_id: Option<String>,
+    received_at: i64,
+    updated_at: i64,
+}
+
+impl ClaimRow {
+    fn into_view(self) -> Result<ClaimView, StoreError> {
+        let submission: ClaimSubmission = serde_json::from_str(&self.submission).map_err(|e| {
+            StoreError::Config(format!(
+                "claim {} has an unreadable submission: {e}",
+                self.claim_id
+            ))
+        })?;
+        Ok(ClaimView {
+            submission,
+            status: ClaimStatus::parse(&self.status).unwrap_or(ClaimStatus::Processing),
+            outcome: self.outcome.as_deref().and_then(Outcome::parse),
+            approved_amount: self.approved_amount,
+            fraud_score: self.fraud_score,
+            audit_id: self.audit_id,
+            rulebook_version: self.rulebook_version,
+            reasons: serde_json::from_str::<Vec<Reason>>(&self.reasons).unwrap_or_default(),
+            task_id: self.task_id,
+            received_at: ms_to_rfc3339(self.received_at),
+            updated_at: ms_to_rfc3339(self.updated_at),
+        })
+    }
+}
+
+const COLUMNS: &str =
+    "claim_id, submission, rulebook_version, status, outcome, approved_amount, fraud_score, \
+                       audit_id, reasons, task_id, received_at, updated_at";
+
+/// Filters of `GET /claims`; absent ones match everything.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimFilter {
+    pub status: Option<ClaimStatus>,
+    pub outcome: Option<Outcome>,
+    pub provider_id: Option<String>,
+    pub received_after_ms: Option<i64>,
+}
+
+impl Store {
+    pub async fn claim(
+        &self,
+        tenant_id: &str,
+        claim_id: &str,
+    ) -> Result<Option<ClaimView>, StoreError> {
+        let row = sqlx::query_as::<_, ClaimRow>(&format!(
+            "SELECT {COLUMNS} FROM claims WHERE tenant_id = $1 AND claim_id = $2"
+        ))
+        .bind(tenant_id)
+        .bind(claim_id)
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(ClaimRow::into_view).transpose()
+    }
+
+    /// Claims oldest first by (received_at, claim_id), after the cursor `after`.
+    pub async fn claims(
+        &self,
+        tenant_id: &str,
+        filter: &ClaimFilter,
+        after: Option<(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<(i64, ClaimView)>, StoreError> {
+        let (after_at, after_id) = after.unwrap_or((i64::MIN, String::new()));
+        let rows = sqlx::query_as::<_, ClaimRow>(&format!(
+            "SELECT {COLUMNS} FROM claims WHERE tenant_id = $1 \
+             AND ($2 = '' OR status = $2) AND ($3 = '' OR outcome = $3) AND ($4 = '' OR provider_id = $4) \
+             AND received_at > $5 AND (received_at > $6 OR (received_at = $6 AND claim_id > $7)) \
+             ORDER BY received_at, claim_id LIMIT $8"
+        ))
+        .bind(tenant_id)
+        .bind(filter.status.map(ClaimStatus::as_str).unwrap_or(""))
+        .bind(filter.outcome.map(Outcome::as_str).unwrap_or(""))
+        .bind(filter.provider_id.as_deref().unwrap_or(""))
+        .bind(filter.received_after_ms.unwrap_or(i64::MIN))
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                let at = r.received_at;
+                r.into_view().map(|v| (at, v))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,322 @@
+//! Claims (contract: Claims): what a payer submits, the command that carries it on the
+//! intake topic, and the claim as reads show it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::date::Date;
+use crate::id::ClientId;
+
+/// Bounds on a claim's parts, so that every later step works on bounded data.
+pub const MAX_LINES: usize = 1000;
+pub const MAX_DIAGNOSIS_CODES: usize = 50;
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
+/// One service line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimLine {
+    pub procedure_code: String,
+    pub units: i64,
+    /// Minor units; the lines' amounts add up to `claim_amount`.
+    pub amount: i64,
+}
+
+/// `POST /claims/intake`, and each item of `POST /claims/batch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimSubmission {
+    #[schema(value_type = String)]
+    pub claim_id: ClientId,
+    #[schema(value_type = String)]
+    pub member_id: ClientId,
+    #[schema(value_type = String)]
+    pub provider_id: ClientId,
+    /// Minor units, positive.
+    pub claim_amount: i64,
+    /// YYYY-MM-DD, not in the future.
+    #[schema(value_type = String, format = Date)]
+    pub service_date: Date,
+    #[serde(default)]
+    pub lines: Vec<ClaimLine>,
+    #[serde(default)]
+    pub diagnosis_codes: Vec<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+/// A field that failed validation, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl ClaimSubmission {
+    /// The checks that need no store: ranges, sums, sizes, dates against `today`.
+    pub fn validate(&self, today: Date) -> Result<(), FieldError> {
+        if self.claim_amount <= 0 || self.claim_amount > MAX_AMOUNT {
+            return Err(bad(
+                "claim_amount",
+                "must be a positive amount in minor units",
+            ));
+        }
+        if self.service_date > today {
+            return Err(bad("service_date", "must not be in the future"));
+        }
+        if self.lines.len() > MAX_LINES {
+            return Err(bad("lines", format!("at most {MAX_LINES} lines")));
+        }
+        let mut sum: i64 = 0;
+        for (i, l) in self.lines.iter().enumerate() {
+            if l.procedure_code.is_empty() || l.procedure_code.len() > 32 {
+                return Err(bad(
+                    format!("lines[{i}].procedure_code"),
+                    "must be 1-32 characters",
+                ));
+            }
+            if !(1..=10_000).contains(&l.units) {
+                return Err(bad(format!("lines[{i}].units"), "must be from 1 to 10000"));
+            }
+            if l.amount <= 0 || l.amount > MAX_AMOUNT {
+                return Err(bad(
+                    format!("lines[{i}].amount"),
+                    "must be a positive amount in minor units",
+                ));
+            }
+            sum = sum.saturating_add(l.amount);
+        }
+        if !self.lines.is_empty() && sum != self.claim_amount {
+            return Err(bad(
+                "lines",
+                format!(
+                    "line amounts add up to {sum}, not to claim_amount {}",
+                    self.claim_amount
+                ),
+            ));
+        }
+        if self.diagnosis_codes.len() > MAX_DIAGNOSIS_CODES {
+            return Err(bad(
+                "diagnosis_codes",
+                format!("at most {MAX_DIAGNOSIS_CODES} codes"),
+            ));
+        }
+        for (i, d) in self.diagnosis_codes.iter().enumerate() {
+            if d.is_empty() || d.len() > 16 {
+                return Err(bad(
+                    format!("diagnosis_codes[{i}]"),
+                    "must be 1-16 characters",
+                ));
+            }
+        }
+        let metadata_len = serde_json::to_vec(&self.metadata)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if metadata_len > MAX_METADATA_BYTES {
+            return Err(bad(
+                "metadata",
+                format!("must be at most {MAX_METADATA_BYTES} bytes as JSON"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a claim is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimStatus {
+    Received,
+    Processing,
+    PendingReview,
+    Completed,
+}
+
+impl ClaimStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimStatus::Received => "received",
+            ClaimStatus::Processing => "processing",
+            ClaimStatus::PendingReview => "pending_review",
+            ClaimStatus::Completed => "completed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "received" => Some(Self::Received),
+            "processing" => Some(Self::Processing),
+            "pending_review" => Some(Self::PendingReview),
+            "completed" => Some(Self::Completed),
+            _ => None,
+        }
+    }
+}
+
+/// The decision (contract: Claims; outcome values upper case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Outcome {
+    Adjudicated,
+    Approved,
+    Declined,
+    Flagged,
+    Blocked,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Adjudicated => "ADJUDICATED",
+            Outcome::Approved => "APPROVED",
+            Outcome::Declined => "DECLINED",
+            Outcome::Flagged => "FLAGGED",
+            Outcome::Blocked => "BLOCKED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ADJUDICATED" => Some(Self::Adjudicated),
+            "APPROVED" => Some(Self::Approved),
+            "DECLINED" => Some(Self::Declined),
+            "FLAGGED" => Some(Self::Flagged),
+            "BLOCKED" => Some(Self::Blocked),
+            _ => None,
+        }
+    }
+}
+
+/// Why a claim was decided as it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Reason {
+    /// `rule`, `fraud` or `validation`.
+    pub source: String,
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    pub message: String,
+}
+
+/// `202` answer of intake.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Accepted {
+    pub claim_id: String,
+    /// Always `received`.
+    pub status: ClaimStatus,
+    pub received_at: String,
+}
+
+/// The claim as `GET /claims/{claim_id}` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ClaimView {
+    #[serde(flatten)]
+    pub submission: ClaimSubmission,
+    pub status: ClaimStatus,
+    pub outcome: Option<Outcome>,
+    pub approved_amount: Option<i64>,
+    pub fraud_score: Option<f64>,
+    pub audit_id: Option<String>,
+    pub rulebook_version: i64,
+    pub reasons: Vec<Reason>,
+    pub task_id: Option<String>,
+    pub received_at: String,
+    pub updated_at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> ClaimSubmission {
+        serde_json::from_value(serde_json::json!({
+            "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 300,
+            "service_date": "2026-01-02",
+            "lines": [{"procedure_code": "99213", "units": 1, "amount": 100}, {"procedure_code": "80053", "units": 2, "amount": 200}]
+        }))
+        .unwrap()
+    }
+
+    fn today() -> Date {
+        Date::parse("2026-06-01").unwrap()
+    }
+
+    #[test]
+    fn a_well_formed_claim_passes() {
+        assert_eq!(claim().validate(today()), Ok(()));
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let field = |c: ClaimSubmission| c.validate(today()).unwrap_err().field;
+        assert_eq!(
+            field(ClaimSubmission {
+                claim_amount: 0,
+                ..claim()
+            }),
+            "claim_amount"
+        );
+        assert_eq!(
+            field(ClaimSubmission {
+                service_date: Date::parse("2026-06-02").unwrap(),
+                ..claim()
+            }),
+            "service_date"
+        );
+        assert_eq!(
+            field(ClaimSubmission {
+                claim_amount: 301,
+                ..claim()
+            }),
+            "lines"
+        );
+        let mut c = claim();
+        c.lines[1].amount = -5;
+        assert_eq!(field(c), "lines[1].amount");
+        let mut c = claim();
+        c.lines[0].units = 0;
+        assert_eq!(field(c), "lines[0].units");
+        let mut c = claim();
+        c.diagnosis_codes = vec!["".into()];
+        assert_eq!(field(c), "diagnosis_codes[0]");
+        let mut c = claim();
+        c.metadata.insert(
+            "big".into(),
+            serde_json::json!("x".repeat(MAX_METADATA_BYTES)),
+        );
+        assert_eq!(field(c), "metadata");
+    }
+
+    #[test]
+    fn a_claim_without_lines_needs_no_sum() {
+        let c = ClaimSubmission {
+            lines: vec![],
+            claim_amount: 5,
+            ..claim()
+        };
+        assert_eq!(c.validate(today()), Ok(()));
+    }
+
+    #[test]
+    fn statuses_and_outcomes_use_the_contract_spelling() {
+        assert_eq!(
+            serde_json::to_string(&ClaimStatus::PendingReview).unwrap(),
+            "\"pending_review\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Outcome::Adjudicated).unwrap(),
+            "\"ADJUDICATED\""
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! Claim intake and reads (contract: Claims).
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::support::{Backend, Reply, Session, TestApp, ALL_SCOPES};
+
+crate::both_backends!(
+    an_accepted_claim_is_durable_readable_and_on_the_intake_topic,
+    intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing,
+    fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one,
+    a_batch_checks_each_item_and_answers_in_input_order,
+    a_batch_may_be_ndjson,
+    claims_of_another_tenant_are_not_found,
+    claims_are_listed_with_filters_and_a_cursor,
+);
+
+/// A tenant with a contracted provider `PRV-1` and a published rulebook.
+pub async fn ready_tenant(app: &TestApp, tenant: &str) -> Session {
+    let s = app.session(tenant, ALL_SCOPES).await;
+    let r = app
+        .call(
+            Method::POST,
+            "/providers",
+            Some(&s.access),
+            Some(json!({"provider_id": "PRV-1", "name": "Clinic", "specialty": "cardiology"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = app
+        .call(
+            Method::POST,
+            "/providers/PRV-1/contracts",
+            Some(&s.access),
+            Some(json!({"effective_from": "2020-01-01", "fee_schedule": {"80053": 4000}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = app
+        .call(Method::POST, "/rulebooks", Some(&s.access), Some(json!({"name": "Standard", "rules": [
+            {"rule_id": "huge", "when": "claim.claim_amount > 5000000", "action": "block", "reason_code": "AMOUNT_LIMIT"}
+        ]})))
+        .await;
+    let id = r.body["rulebook_id"].as_str().unwrap().to_owned();
+    app.call(
+        Method::POST,
+        &format!("/rulebooks/{id}/publish"),
+        Some(&s.access),
+        None,
+    )
+    .await;
+    s
+}
+
+pub fn claim(id: &str) -> Value {
+    json!({
+        "claim_id": id, "member_id": "MBR-1", "provider_id": "PRV-1", "claim_amount": 12500,
+        "service_date": "2026-01-15",
+        "lines": [{"procedure_code": "99213", "units": 1, "amount": 7500}, {"procedure_code": "80053", "units": 1, "amount": 5000}],
+        "diagnosis_codes": ["E11.9"], "metadata": {"channel": "api"}
+    })
+}
+
+async fn submit(app: &TestApp, s: &Session, body: Value) -> Reply {
+    app.call(Method::POST, "/claims/intake", Some(&s.access), Some(body))
+        .await
+}
+
+async fn an_accepted_claim_is_durable_readable_and_on_the_intake_topic(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let r = submit(&app, &s, claim("CLM-1")).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(r.body["claim_id"], "CLM-1");
+    assert_eq!(r.body["status"], "received");
+    assert!(r.body["received_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(r.header("location"), Some("/api/v1/claims/CLM-1"));
+
+    let got = app.get("/claims/CLM-1", &s.access).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.body);
+    assert_eq!(got.body["claim_amount"], 12500);
+    assert_eq!(got.body["lines"][1]["procedure_code"], "80053");
+    assert_eq!(got.body["metadata"]["channel"], "api");
+    assert_eq!(got.body["rulebook_version"], 1);
+    assert_eq!(got.body["received_at"], r.body["received_at"]);
+
+    let mut consumer = app
+        .state
+        .bus
+        .consumer(
+            "test-reader",
+            std::slice::from_ref(&app.state.topics.intake),
+        )
+        .await
+        .unwrap();
+    let records = consumer.poll(10, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].key, "acme/CLM-1");
+    let command: Value = serde_json::from_slice(&records[0].value).unwrap();
+    assert_eq!(command["tenant_id"], "acme");
+    assert_eq!(command["claim"]["claim_id"], "CLM-1");
+    assert_eq!(command["rulebook_version"], 1);
+}
+
+async fn intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    // No rulebook yet.
+    let bare = app.session("bare", ALL_SCOPES).await;
+    submit(&app, &bare, claim("CLM-0"))
+        .await
+        .assert_error(StatusCode::CONFLICT, "RULEBOOK_NOT_ACTIVE");
+
+    let s = ready_tenant(&app, "acme").await;
+    let with = |k: &str, v: Value| {
+        let mut c = claim("CLM-X");
+        c[k] = v;
+        c
+    };
+    for (body, field) in [
+        (with("claim_amount", json!(0)), "claim_amount"),
+        (with("claim_amount", json!("12500")), "claim_amount"),
+        (with("claim_amount", json!(12501)), "lines"),
+        (with("service_date", json!("2999-01-01")), "service_date"),
+        (with("service_date", json!("2026-02-30")), "service_date"),
+        (with("claim_id", json!("has space")), "claim_id"),
+        (
+            with(
+                "lines",
+                json!([{"procedure_code": "99213", "units": 0, "amount": 12500}]),
+            ),
+            "lines[0].units",
+        ),
+        (with("extra", json!(1)), ""),
+    ] {
+        let r = submit(&app, &s, body.clone()).await;
+        let got = r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR");
+        if !field.is_empty() {
+            assert_eq!(got.as_deref(), Some(field), "{body}");
+        }
+    }
+    let mut missing = claim("CLM-X");
+    missing.as_object_mut().unwrap().remove("member_id");
+    assert_eq!(
+        submit(&app, &s, missing)
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, "BAD_REQUEST")
+            .as_deref(),
+        Some("member_id")
+    );
+
+    let r = submit(&app, &s, with("provider_id", json!("PRV-UNKNOWN"))).await;
+    assert_eq!(
+        r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "PROVIDER_NOT_CONTRACTED")
+            .as_deref(),
+        Some("provider_id")
+    );
+
+    assert_eq!(
+        submit(&app, &s, claim("CLM-1")).await.status,
+        StatusCode::ACCEPTED
+    );
+    submit(&app, &s, claim("CLM-1"))
+        .await
+        .assert_error(StatusCode::CONFLICT, "CLAIM_DUPLICATE");
+
+    let list = app.get("/claims", &s.access).await;
+    let ids: Vec<&str> = list.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["claim_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["CLM-1"], "refused claims left nothing behind");
+    app.get("/claims/CLM-X", &s.access)
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "CLAIM_NOT_FOUND");
+}
+
+async fn fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one(b: Backend) {
+    let app = TestApp::spawn_with(b, |s| s.database_max_connections = 8).await;
+    let s = ready_tenant(&app, "acme").await;
+    let body = claim("CLM-RACE");
+    let replies = futures::future::join_all((0..50).map(|_| submit(&app, &s, body.clone()))).await;
+    let accepted = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::ACCEPTED)
+        .count();
+    assert_eq!(accepted, 1);
+    for r in replies.iter().filter(|r| r.status != StatusCode::ACCEPTED) {
+        r.assert_error(StatusCode::CONFLICT, "CLAIM_DUPLICATE");
+    }
+    let mut consumer = app
+        .state
+        .bus
+        .consumer("count", std::slice::from_ref(&app.state.topics.intake))
+        .await
+        .unwrap();
+    assert_eq!(
+        consumer
+            .poll(100, Duration::from_secs(2))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "one command"
+    );
+}
+
+async fn a_batch_checks_each_item_and_answers_in_input_order(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    assert_eq!(
+        submit(&app, &s, claim("CLM-OLD")).await.status,
+        StatusCode::ACCEPTED
+    );
+    let mut bad_amount = claim("CLM-B");
+    bad_amount["claim_amount"] = json!(-1);
+    let mut uncontracted = claim("CLM-C");
+    uncontracted["provider_id"] = json!("PRV-9");
+    let items = json!([claim("CLM-A"), bad_amount, uncontracted, claim("CLM-OLD"), claim("CLM-D"), claim("CLM-A"), {"claim_id": 5}]);
+    let r = app
+        .call(Method::POST, "/claims/batch", Some(&s.access), Some(items))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["accepted"], 2);
+    assert_eq!(r.body["rejected"], 5);
+    let results = r.body["results"].as_array().unwrap();
+    assert_eq!(
+        results[0],
+        json!({"claim_id": "CLM-A", "status": "received"})
+    );
+    assert_eq!(results[1]["error"]["code"], "VALIDATION_ERROR");
+    assert_eq!(results[1]["error"]["field"], "claim_amount");
+    assert_eq!(results[1]["claim_id"], "CLM-B");
+    assert_eq!(results[2]["error"]["code"], "PROVIDER_NOT_CONTRACTED");
+    assert_eq!(results[3]["error"]["code"], "CLAIM_DUPLICATE");
+    assert_eq!(
+        results[4],
+        json!({"claim_id": "CLM-D", "status": "received"})
+    );
+    assert_eq!(
+        results[5]["error"]["code"], "CLAIM_DUPLICATE",
+        "a repeat within the batch"
+    );
+    assert_eq!(results[6]["error"]["code"], "VALIDATION_ERROR");
+    assert_eq!(results[6]["claim_id"], Value::Null);
+    assert_eq!(
+        app.get("/claims/CLM-D", &s.access).await.status,
+        StatusCode::OK
+    );
+    app.get("/claims/CLM-B", &s.access)
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "CLAIM_NOT_FOUND");
+
+    let not_array = app
+        .call(
+            Method::POST,
+            "/claims/batch",
+            Some(&s.access),
+            Some(json!({"claim_id": "x"})),
+        )
+        .await;
+    not_array.assert_error(StatusCode::BAD_REQUEST, "BAD_REQUEST");
+}
+
+async fn a_batch_may_be_ndjson(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let body: String = (0..3)
+        .map(|i| format!("{}\n", claim(&format!("CLM-N{i}"))))
+        .collect();
+    let res = app
+        .client
+        .post(app.url("/claims/batch"))
+        .bearer_auth(&s.access)
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let r = Reply::from(res).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["accepted"], 3);
+}
+
+async fn claims_of_another_tenant_are_not_found(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let a = ready_tenant(&app, "tenant-a").await;
+    let other = ready_tenant(&app, "tenant-b").await;
+    assert_eq!(
+        submit(&app, &a, claim("CLM-1")).await.status,
+        StatusCode::ACCEPTED
+    );
+    app.get("/claims/CLM-1", &other.access)
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "CLAIM_NOT_FOUND");
+    assert_eq!(
+        app.get("/claims", &other.access).await.body["data"],
+        json!([])
+    );
+    // Ids are unique per tenant only.
+    assert_eq!(
+        submit(&app, &other, claim("CLM-1")).await.status,
+        StatusCode::ACCEPTED
+    );
+    let reader = app.session("tenant-a", "providers:read").await;
+    app.get("/claims/CLM-1", &reader.access)
+        .await
+        .assert_error(StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE");
+}
+
+async fn claims_are_listed_with_filters_and_a_cursor(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    for i in 0..5 {
+        assert_eq!(
+            submit(&app, &s, claim(&format!("CLM-{i}"))).await.status,
+            StatusCode::ACCEPTED
+        );
+    }
+    let mut seen = Vec::new();
+    let mut path = "/claims?limit=2".to_owned();
+    loop {
+        let page = app.get(&path, &s.access).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        seen.extend(
+            page.body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["claim_id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(c) => path = format!("/claims?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["CLM-0", "CLM-1", "CLM-2", "CLM-3", "CLM-4"]);
+    let received = app
+        .get("/claims?status=received&provider_id=PRV-1", &s.access)
+        .await;
+    assert_eq!(received.body["data"].as_array().unwrap().len(), 5);
+    let none = app.get("/claims?outcome=BLOCKED", &s.access).await;
+    assert_eq!(none.body["data"], json!([]));
+    let later = app
+        .get("/claims?received_after=2999-01-01T00:00:00Z", &s.access)
+        .await;
+    assert_eq!(later.body["data"], json!([]));
+    for (bad, field) in [
+        ("/claims?status=done", "status"),
+        ("/claims?outcome=ok", "outcome"),
+        ("/claims?received_after=yesterday", "received_after"),
+    ] {
+        let r = app.get(bad, &s.access).await;
+        assert_eq!(
+            r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR")
+                .as_deref(),
+            Some(field)
+        );
+    }
+}
