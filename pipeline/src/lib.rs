@@ -6,5 +6,6 @@ pub mod clock;
 pub mod config_cache;
 pub mod intake;
 pub mod rules;
+pub mod stages;
 pub mod store;
 pub mod topics;

@@ -7,6 +7,12 @@ use crate::bus::TopicSpec;
 pub struct Topics {
     /// Claim commands from REST or straight from payers.
     pub intake: TopicSpec,
+    /// Claims checked against their contract, with provider and contract facts.
+    pub validated: TopicSpec,
+    /// Claims with their rulebook verdict.
+    pub evaluated: TopicSpec,
+    /// Records no stage could decode, kept for an operator.
+    pub dead_letter: TopicSpec,
 }
 
 impl Topics {
@@ -14,6 +20,9 @@ impl Topics {
         let name = |n: &str| format!("{prefix}{n}");
         Self {
             intake: TopicSpec::new(name("claims.intake"), partitions, false),
+            validated: TopicSpec::new(name("claims.validated"), partitions, false),
+            evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
+            dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }
 }

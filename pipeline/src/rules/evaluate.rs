@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use cel::{Context, Env, Value};
 use schemas::rulebook::RuleAction;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::compile::{CompiledRule, CompiledRulebook};
 use super::facts::Facts;
@@ -19,7 +19,7 @@ use super::input::EvalInput;
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
 
 /// A rule that matched. Shares the rule's strings: evaluation allocates no copies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleHit {
     pub rule_id: Arc<str>,
     pub reason_code: Arc<str>,
@@ -27,7 +27,7 @@ pub struct RuleHit {
 }
 
 /// What one rule did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceEntry {
     pub rule_id: Arc<str>,
     pub action: RuleAction,
@@ -38,7 +38,7 @@ pub struct TraceEntry {
 }
 
 /// The result of evaluating a rulebook on one claim.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Evaluation {
     pub blocks: Vec<RuleHit>,
     pub declines: Vec<RuleHit>,

@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LineFacts {
     pub procedure_code: String,
     pub units: i64,
     pub amount: i64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClaimFacts {
     pub claim_id: String,
     pub member_id: String,
@@ -25,7 +25,7 @@ pub struct ClaimFacts {
     pub metadata: BTreeMap<String, serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderFacts {
     pub provider_id: String,
     pub name: String,
@@ -33,14 +33,14 @@ pub struct ProviderFacts {
     pub specialty: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContractFacts {
     pub contract_id: String,
     /// Maximum amount per unit of each procedure code.
     pub fee_schedule: BTreeMap<String, i64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemberHistory {
     pub claims_last_24h: i64,
     pub amount_last_30d: i64,

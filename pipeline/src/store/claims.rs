@@ -108,3 +108,30 @@ impl Store {
             .collect()
     }
 }
+
+impl Store {
+    /// A member's claims received in the 24 hours, and their amount in the 30 days,
+    /// before `at_ms` (the claim being processed excluded).
+    pub async fn member_history(
+        &self,
+        tenant_id: &str,
+        member_id: &str,
+        at_ms: i64,
+    ) -> Result<crate::rules::MemberHistory, StoreError> {
+        let (count, amount): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(CASE WHEN received_at >= $3 THEN 1 END), SUM(claim_amount) FROM claims \
+             WHERE tenant_id = $1 AND member_id = $2 AND received_at >= $4 AND received_at < $5",
+        )
+        .bind(tenant_id)
+        .bind(member_id)
+        .bind(at_ms - 24 * 3_600_000)
+        .bind(at_ms - 30 * 86_400_000)
+        .bind(at_ms)
+        .fetch_one(self.reader())
+        .await?;
+        Ok(crate::rules::MemberHistory {
+            claims_last_24h: count,
+            amount_last_30d: amount.unwrap_or(0),
+        })
+    }
+}

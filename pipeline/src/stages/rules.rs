@@ -1,0 +1,183 @@
+//! Stage 2, rules: input `claims.validated`. Evaluates the claim with the rulebook
+//! recorded at intake (compiled once per rulebook and kept), against the provider, the
+//! contract and the member's history. A rejected claim passes through untouched.
+
+use std::sync::Arc;
+
+use super::record::ClaimInProcess;
+use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::bus::{Record, TopicSpec};
+use crate::rules::{
+    ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberHistory, RulebookCache,
+};
+use crate::store::Store;
+use crate::topics::Topics;
+
+/// The pure core: `rulebook` is the one recorded at intake.
+pub fn process(
+    mut claim: ClaimInProcess,
+    rulebook: &CompiledRulebook,
+    history: MemberHistory,
+) -> ClaimInProcess {
+    if claim.rejection.is_some() {
+        return claim;
+    }
+    let s = &claim.submitted.claim;
+    let input = EvalInput {
+        claim: ClaimFacts {
+            claim_id: s.claim_id.as_str().to_owned(),
+            member_id: s.member_id.as_str().to_owned(),
+            provider_id: s.provider_id.as_str().to_owned(),
+            claim_amount: s.claim_amount,
+            service_date: s.service_date.to_string(),
+            lines: s
+                .lines
+                .iter()
+                .map(|l| LineFacts {
+                    procedure_code: l.procedure_code.clone(),
+                    units: l.units,
+                    amount: l.amount,
+                })
+                .collect(),
+            diagnosis_codes: s.diagnosis_codes.clone(),
+            metadata: s.metadata.clone(),
+        },
+        provider: claim.provider.clone().unwrap_or_default(),
+        contract: claim.contract.clone().unwrap_or_default(),
+        member_history: history,
+    };
+    claim.rules = Some(rulebook.evaluate(&input));
+    claim.member_history = Some(history);
+    claim
+}
+
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub topics: Topics,
+    pub store: Store,
+    pub compiled: RulebookCache,
+}
+
+impl Rules {
+    async fn rulebook(
+        &self,
+        tenant_id: &str,
+        rulebook_id: &str,
+    ) -> Result<Arc<CompiledRulebook>, StageError> {
+        let rb = self
+            .store
+            .rulebook(tenant_id, rulebook_id)
+            .await?
+            .ok_or_else(|| StageError::Transient(format!("rulebook {rulebook_id} not found")))?;
+        self.compiled
+            .get_or_compile(&rb.rulebook_id, &rb.rules)
+            .map_err(|e| {
+                StageError::Transient(format!("rulebook {rulebook_id} does not compile: {e}"))
+            })
+    }
+}
+
+impl Stage for Rules {
+    fn name(&self) -> &'static str {
+        "rules"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.validated.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::with_capacity(batch.len());
+        for r in batch {
+            let Some(claim) =
+                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
+            else {
+                continue;
+            };
+            let next = if claim.rejection.is_some() {
+                claim
+            } else {
+                let cmd = &claim.submitted;
+                let rulebook = self.rulebook(&cmd.tenant_id, &cmd.rulebook_id).await?;
+                let history = self
+                    .store
+                    .member_history(
+                        &cmd.tenant_id,
+                        cmd.claim.member_id.as_str(),
+                        cmd.received_at_ms,
+                    )
+                    .await?;
+                process(claim, &rulebook, history)
+            };
+            out.push(encode(&self.topics.evaluated, next.key(), &next));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schemas::rulebook::{Rule, RuleAction};
+
+    use super::*;
+    use crate::intake::ClaimSubmitted;
+    use crate::rules::compile;
+
+    fn claim() -> ClaimInProcess {
+        let mut c = ClaimInProcess::new(ClaimSubmitted {
+            tenant_id: "acme".into(),
+            claim: serde_json::from_value(serde_json::json!({
+                "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 900, "service_date": "2026-01-01"
+            }))
+            .unwrap(),
+            rulebook_id: "rb".into(),
+            rulebook_version: 1,
+            received_at_ms: 0,
+        });
+        c.provider = Some(crate::rules::ProviderFacts {
+            provider_id: "P-1".into(),
+            ..Default::default()
+        });
+        c.contract = Some(Default::default());
+        c
+    }
+
+    fn book() -> CompiledRulebook {
+        compile(&[Rule {
+            rule_id: "freq".into(),
+            description: String::new(),
+            when: "member_history.claims_last_24h >= 2 && claim.claim_amount > 500".into(),
+            action: RuleAction::Flag,
+            reason_code: "FREQUENT".into(),
+            approved_amount: None,
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn the_claim_is_evaluated_with_the_members_history() {
+        let busy = MemberHistory {
+            claims_last_24h: 3,
+            amount_last_30d: 0,
+        };
+        let out = process(claim(), &book(), busy);
+        assert_eq!(out.rules.as_ref().unwrap().flags.len(), 1);
+        assert_eq!(out.member_history, Some(busy));
+        let quiet = process(claim(), &book(), MemberHistory::default());
+        assert!(quiet.rules.unwrap().flags.is_empty());
+    }
+
+    #[test]
+    fn a_rejected_claim_passes_through() {
+        let mut c = claim();
+        c.rejection = Some(schemas::claim::Reason {
+            source: "validation".into(),
+            code: "X".into(),
+            rule_id: None,
+            message: String::new(),
+        });
+        assert!(process(c, &book(), MemberHistory::default())
+            .rules
+            .is_none());
+    }
+}

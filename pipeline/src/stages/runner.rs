@@ -1,0 +1,155 @@
+//! Drives a stage on the bus, at least once and without loss: a batch's offsets are
+//! committed only after every output of the batch is durable. A failure to gather state
+//! or to publish is transient: the same batch is retried with backoff, so the partition
+//! waits rather than skipping work. A record that cannot be decoded is a poison record:
+//! it is logged and parked on the dead-letter topic, and the batch goes on without it.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::bus::{Bus, BusError, Message, Record, TopicSpec};
+
+/// Stage failures, by reaction.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// Worth retrying: the store or the bus did not answer.
+    #[error("transient: {0}")]
+    Transient(String),
+}
+
+impl From<BusError> for StageError {
+    fn from(e: BusError) -> Self {
+        StageError::Transient(e.to_string())
+    }
+}
+
+impl From<crate::store::StoreError> for StageError {
+    fn from(e: crate::store::StoreError) -> Self {
+        StageError::Transient(e.to_string())
+    }
+}
+
+/// What a stage publishes for a batch: messages per topic.
+pub type Outputs = Vec<(TopicSpec, Message)>;
+
+/// A stage: the consumer group it forms, its input topic, and how it turns a batch into
+/// outputs. `handle` gathers the batch's state (I/O) and calls the stage's pure
+/// `process` for each record.
+pub trait Stage: Send + 'static {
+    /// The consumer group; one name per stage.
+    fn name(&self) -> &'static str;
+    fn input(&self) -> TopicSpec;
+    /// Turns decoded records into outputs; `Err` retries the whole batch.
+    fn handle(
+        &mut self,
+        batch: &[Record],
+    ) -> impl std::future::Future<Output = Result<Outputs, StageError>> + Send;
+}
+
+/// Backoff between retries of a failing batch: 100 ms doubling to 5 s.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << attempt.min(6))).min(Duration::from_secs(5))
+}
+
+/// Runs `stage` until `shutdown` turns true; finishes the batch in hand first.
+pub async fn run<S: Stage>(
+    mut stage: S,
+    bus: Bus,
+    batch_size: usize,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), BusError> {
+    let mut consumer = bus.consumer(stage.name(), &[stage.input()]).await?;
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let batch = tokio::select! {
+            polled = consumer.poll(batch_size, Duration::from_secs(1)) => polled,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(stage = stage.name(), error = %e, "Polling failed; retrying.");
+                tokio::time::sleep(backoff(3)).await;
+                continue;
+            }
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        let mut attempt = 0;
+        loop {
+            let result = match stage.handle(&batch).await {
+                Ok(outputs) => publish(&bus, outputs).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+            }
+        }
+        while let Err(e) = consumer.commit(&batch).await {
+            tracing::warn!(stage = stage.name(), error = %e, "Commit failed; retrying.");
+            tokio::time::sleep(backoff(3)).await;
+        }
+    }
+}
+
+/// Publishes outputs grouped by topic, keeping their order within each topic.
+async fn publish(bus: &Bus, outputs: Outputs) -> Result<(), StageError> {
+    let mut by_topic: Vec<(TopicSpec, Vec<Message>)> = Vec::new();
+    for (topic, m) in outputs {
+        match by_topic.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ms)) => ms.push(m),
+            None => by_topic.push((topic, vec![m])),
+        }
+    }
+    for (topic, messages) in by_topic {
+        bus.publish(&topic, &messages).await?;
+    }
+    Ok(())
+}
+
+/// Decodes a record's JSON value; a record that does not decode is reported for the
+/// dead-letter topic instead of stalling the stage.
+pub fn decode<T: serde::de::DeserializeOwned>(
+    stage: &str,
+    r: &Record,
+    dead: &TopicSpec,
+    out: &mut Outputs,
+) -> Option<T> {
+    match serde_json::from_slice(&r.value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(stage, topic = %r.topic, partition = r.partition, offset = r.offset, error = %e, "Parking an undecodable record.");
+            out.push((
+                dead.clone(),
+                Message {
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                },
+            ));
+            None
+        }
+    }
+}
+
+pub fn encode<T: serde::Serialize>(
+    topic: &TopicSpec,
+    key: String,
+    value: &T,
+) -> (TopicSpec, Message) {
+    (
+        topic.clone(),
+        Message {
+            key,
+            value: serde_json::to_vec(value).unwrap_or_default(),
+        },
+    )
+}
