@@ -11,6 +11,11 @@ pub struct Topics {
     pub validated: TopicSpec,
     /// Claims with their rulebook verdict.
     pub evaluated: TopicSpec,
+    /// Claims with their fraud score.
+    pub scored: TopicSpec,
+    /// Fraud state per provider and per member (compacted).
+    pub fraud_providers: TopicSpec,
+    pub fraud_members: TopicSpec,
     /// Records no stage could decode, kept for an operator.
     pub dead_letter: TopicSpec,
 }
@@ -22,6 +27,9 @@ impl Topics {
             intake: TopicSpec::new(name("claims.intake"), partitions, false),
             validated: TopicSpec::new(name("claims.validated"), partitions, false),
             evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
+            scored: TopicSpec::new(name("claims.scored"), partitions, false),
+            fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
+            fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }

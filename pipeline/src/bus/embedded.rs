@@ -205,6 +205,29 @@ impl EmbeddedLog {
         })
     }
 
+    /// Every record of the topic, in order per partition.
+    pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
+        let rows = sqlx::query_as::<_, Row>(
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+             WHERE topic = $1 ORDER BY partition, \"offset\"",
+        )
+        .bind(&topic.name)
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Record {
+                topic: topic.name.clone(),
+                partition: r.partition as u32,
+                offset: r.offset,
+                key: r.record_key,
+                value: r.value,
+                timestamp_ms: r.timestamp_ms,
+            })
+            .collect())
+    }
+
     /// Keeps only the latest record of each key of a compacted topic.
     pub async fn compact(&self, topic: &TopicSpec) -> Result<u64, BusError> {
         let removed = sqlx::query(

@@ -40,6 +40,14 @@ impl Bus {
         }
     }
 
+    /// Every record of `topic` from the beginning, in order per partition: how state
+    /// stores are rebuilt from their compacted topics.
+    pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
+        match self {
+            Bus::Embedded(log) => log.scan(topic).await,
+        }
+    }
+
     /// Joins consumer group `group` on `topics`, starting at the group's committed
     /// offsets (the beginning for a new group).
     pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<Consumer, BusError> {

@@ -24,6 +24,9 @@ pub struct ClaimInProcess {
     pub member_history: Option<MemberHistory>,
     #[serde(default)]
     pub rules: Option<Evaluation>,
+    /// Set by fraud.
+    #[serde(default)]
+    pub fraud: Option<super::fraud::FraudScore>,
 }
 
 impl ClaimInProcess {
@@ -35,6 +38,7 @@ impl ClaimInProcess {
             rejection: None,
             member_history: None,
             rules: None,
+            fraud: None,
         }
     }
 

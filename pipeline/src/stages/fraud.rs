@@ -1,0 +1,432 @@
+//! Stage 3, fraud: input `claims.evaluated`. An explainable score in [0, 1] from named
+//! features, each with a reason code and its contribution; the features combine as a
+//! noisy-or, `1 − Π(1 − cᵢ)`, so each reads as "this much risk on its own".
+//!
+//! | code | feature |
+//! |---|---|
+//! | `AMOUNT_OUTLIER` | the amount against the provider's running mean and deviation (z-score over 2, once the provider has 5 claims) |
+//! | `MEMBER_FREQUENCY` | the member's claims in the last 24 h (3 or more) |
+//! | `NEAR_DUPLICATE` | an earlier claim with the same member, provider, service date and codes |
+//! | `ROUND_AMOUNT` | an amount that is a whole multiple of 100.00 |
+//!
+//! State (per provider: count, mean, M2 by Welford; per member: recent claim
+//! fingerprints) is kept in memory and written to compacted state topics with every
+//! batch, so it is rebuilt from them on restart. State entries remember which claims they
+//! include, so a redelivered claim is neither counted twice nor scored differently: its
+//! own contribution is taken out before scoring.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::record::ClaimInProcess;
+use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::bus::{Bus, Record, TopicSpec};
+use crate::topics::Topics;
+
+pub const MODEL_VERSION: &str = "fraud-v1";
+/// Fingerprints kept per member: enough for days of a busy member's claims.
+const MEMBER_MEMORY: usize = 200;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FraudReason {
+    pub code: String,
+    pub contribution: f64,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FraudScore {
+    pub fraud_score: f64,
+    pub model_version: String,
+    pub reasons: Vec<FraudReason>,
+}
+
+/// Running amount statistics of one provider (Welford).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProviderStats {
+    pub count: u64,
+    pub mean: f64,
+    pub m2: f64,
+    /// The last input (partition → offset) applied, to recognise redelivery.
+    pub applied: BTreeMap<u32, i64>,
+}
+
+impl ProviderStats {
+    fn add(&mut self, x: f64) {
+        self.count += 1;
+        let d = x - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    /// The statistics without `x`, which was added last.
+    fn without(&self, x: f64) -> ProviderStats {
+        let mut s = self.clone();
+        if s.count <= 1 {
+            return ProviderStats {
+                applied: s.applied,
+                ..Default::default()
+            };
+        }
+        let mean_prev = (s.mean * s.count as f64 - x) / (s.count - 1) as f64;
+        s.m2 -= (x - mean_prev) * (x - s.mean);
+        s.mean = mean_prev;
+        s.count -= 1;
+        s.m2 = s.m2.max(0.0);
+        s
+    }
+
+    fn std_dev(&self) -> f64 {
+        if self.count < 2 {
+            0.0
+        } else {
+            (self.m2 / (self.count - 1) as f64).sqrt()
+        }
+    }
+}
+
+/// One remembered claim of a member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Seen {
+    pub claim_id: String,
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberState {
+    pub recent: Vec<Seen>,
+}
+
+/// The stage's whole state.
+#[derive(Debug, Clone, Default)]
+pub struct FraudState {
+    pub providers: HashMap<String, ProviderStats>,
+    pub members: HashMap<String, MemberState>,
+}
+
+/// Same member, provider, service date and procedure codes.
+fn fingerprint(c: &ClaimInProcess) -> String {
+    let s = &c.submitted.claim;
+    let mut codes: Vec<&str> = s.lines.iter().map(|l| l.procedure_code.as_str()).collect();
+    codes.sort_unstable();
+    format!("{}|{}|{}", s.provider_id, s.service_date, codes.join(","))
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// The pure core: scores the claim at input position `at` and updates `state`.
+/// Answers the claim with its score, and the keys of the state entries it changed.
+pub fn process(
+    mut claim: ClaimInProcess,
+    at: (u32, i64),
+    state: &mut FraudState,
+) -> (ClaimInProcess, Vec<String>, Vec<String>) {
+    let tenant = claim.tenant_id().to_owned();
+    let s = &claim.submitted.claim;
+    let claim_id = s.claim_id.as_str().to_owned();
+    let amount = s.claim_amount as f64;
+    let provider_key = format!("{tenant}/{}", s.provider_id);
+    let member_key = format!("{tenant}/{}", s.member_id);
+    let fp = fingerprint(&claim);
+
+    let stats = state.providers.entry(provider_key.clone()).or_default();
+    let redelivered = stats.applied.get(&at.0).is_some_and(|o| *o >= at.1);
+    let before = if redelivered {
+        stats.without(amount)
+    } else {
+        stats.clone()
+    };
+    let member = state.members.entry(member_key.clone()).or_default();
+
+    let mut reasons = Vec::new();
+    if before.count >= 5 && before.std_dev() > 0.0 {
+        let z = (amount - before.mean) / before.std_dev();
+        if z > 2.0 {
+            let c = ((z - 2.0) / 4.0).clamp(0.0, 1.0) * 0.6;
+            reasons.push(FraudReason {
+                code: "AMOUNT_OUTLIER".into(),
+                contribution: round4(c),
+                detail: format!(
+                    "amount {} is {z:.1} standard deviations above the provider's mean {:.0}",
+                    s.claim_amount, before.mean
+                ),
+            });
+        }
+    }
+    let recent = claim.member_history.map(|h| h.claims_last_24h).unwrap_or(0);
+    if recent >= 3 {
+        let c = (recent as f64 / 10.0).min(1.0) * 0.4;
+        reasons.push(FraudReason {
+            code: "MEMBER_FREQUENCY".into(),
+            contribution: round4(c),
+            detail: format!("the member filed {recent} claims in the last 24 hours"),
+        });
+    }
+    if let Some(dup) = member
+        .recent
+        .iter()
+        .find(|seen| seen.fingerprint == fp && seen.claim_id != claim_id)
+    {
+        reasons.push(FraudReason {
+            code: "NEAR_DUPLICATE".into(),
+            contribution: 0.7,
+            detail: format!(
+                "claim {} has the same member, provider, service date and codes",
+                dup.claim_id
+            ),
+        });
+    }
+    if s.claim_amount >= 10_000 && s.claim_amount % 10_000 == 0 {
+        reasons.push(FraudReason {
+            code: "ROUND_AMOUNT".into(),
+            contribution: 0.1,
+            detail: format!("the amount {} is a round figure", s.claim_amount),
+        });
+    }
+    let score = 1.0
+        - reasons
+            .iter()
+            .map(|r| 1.0 - r.contribution)
+            .product::<f64>();
+
+    let mut changed_providers = Vec::new();
+    let mut changed_members = Vec::new();
+    if !redelivered {
+        let stats = state.providers.entry(provider_key.clone()).or_default();
+        stats.add(amount);
+        stats.applied.insert(at.0, at.1);
+        changed_providers.push(provider_key);
+    }
+    let member = state.members.entry(member_key.clone()).or_default();
+    if !member.recent.iter().any(|seen| seen.claim_id == claim_id) {
+        member.recent.push(Seen {
+            claim_id,
+            fingerprint: fp,
+        });
+        if member.recent.len() > MEMBER_MEMORY {
+            member.recent.remove(0);
+        }
+        changed_members.push(member_key);
+    }
+    claim.fraud = Some(FraudScore {
+        fraud_score: round4(score.clamp(0.0, 1.0)),
+        model_version: MODEL_VERSION.into(),
+        reasons,
+    });
+    (claim, changed_providers, changed_members)
+}
+
+#[derive(Debug)]
+pub struct Fraud {
+    pub topics: Topics,
+    pub state: FraudState,
+}
+
+impl Fraud {
+    /// Rebuilds the state from the compacted state topics.
+    pub async fn restore(topics: Topics, bus: &Bus) -> Result<Self, StageError> {
+        let mut state = FraudState::default();
+        for r in bus.scan(&topics.fraud_providers).await? {
+            if let Ok(v) = serde_json::from_slice(&r.value) {
+                state.providers.insert(r.key, v);
+            }
+        }
+        for r in bus.scan(&topics.fraud_members).await? {
+            if let Ok(v) = serde_json::from_slice(&r.value) {
+                state.members.insert(r.key, v);
+            }
+        }
+        tracing::info!(
+            providers = state.providers.len(),
+            members = state.members.len(),
+            "Fraud state restored."
+        );
+        Ok(Self { topics, state })
+    }
+}
+
+impl Stage for Fraud {
+    fn name(&self) -> &'static str {
+        "fraud"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.evaluated.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::with_capacity(batch.len() * 2);
+        let mut providers = Vec::new();
+        let mut members = Vec::new();
+        let mut scored = Vec::with_capacity(batch.len());
+        for r in batch {
+            let Some(claim) =
+                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
+            else {
+                continue;
+            };
+            if claim.rejection.is_some() {
+                scored.push(claim);
+                continue;
+            }
+            let (claim, p, m) = process(claim, (r.partition, r.offset), &mut self.state);
+            providers.extend(p);
+            members.extend(m);
+            scored.push(claim);
+        }
+        // State first: an output published without its state change could be followed
+        // by a crash that loses the change.
+        providers.sort();
+        providers.dedup();
+        members.sort();
+        members.dedup();
+        for k in providers {
+            out.push(encode(
+                &self.topics.fraud_providers,
+                k.clone(),
+                &self.state.providers[&k],
+            ));
+        }
+        for k in members {
+            out.push(encode(
+                &self.topics.fraud_members,
+                k.clone(),
+                &self.state.members[&k],
+            ));
+        }
+        for c in scored {
+            out.push(encode(&self.topics.scored, c.key(), &c));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::ClaimSubmitted;
+    use crate::rules::MemberHistory;
+
+    fn claim(id: &str, member: &str, amount: i64, codes: &[&str]) -> ClaimInProcess {
+        let lines: Vec<serde_json::Value> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let share = if i == 0 {
+                    amount - (codes.len() as i64 - 1)
+                } else {
+                    1
+                };
+                serde_json::json!({"procedure_code": c, "units": 1, "amount": share})
+            })
+            .collect();
+        let mut c = ClaimInProcess::new(ClaimSubmitted {
+            tenant_id: "acme".into(),
+            claim: serde_json::from_value(serde_json::json!({
+                "claim_id": id, "member_id": member, "provider_id": "P-1", "claim_amount": amount,
+                "service_date": "2026-01-01", "lines": lines
+            }))
+            .unwrap(),
+            rulebook_id: "rb".into(),
+            rulebook_version: 1,
+            received_at_ms: 0,
+        });
+        c.member_history = Some(MemberHistory::default());
+        c
+    }
+
+    fn codes(s: &FraudScore) -> Vec<&str> {
+        s.reasons.iter().map(|r| r.code.as_str()).collect()
+    }
+
+    #[test]
+    fn an_ordinary_claim_scores_zero() {
+        let mut st = FraudState::default();
+        let (c, _, _) = process(claim("C1", "M1", 12_345, &["99213"]), (0, 0), &mut st);
+        let f = c.fraud.unwrap();
+        assert_eq!(f.fraud_score, 0.0);
+        assert!(f.reasons.is_empty());
+        assert_eq!(f.model_version, MODEL_VERSION);
+    }
+
+    #[test]
+    fn an_outlier_amount_against_the_providers_history_is_explained() {
+        let mut st = FraudState::default();
+        for (i, a) in [10_100, 9_900, 10_050, 9_950, 10_000, 10_020]
+            .iter()
+            .enumerate()
+        {
+            process(
+                claim(&format!("C{i}"), &format!("M{i}"), *a + 1, &["99213"]),
+                (0, i as i64),
+                &mut st,
+            );
+        }
+        let (c, _, _) = process(claim("BIG", "MX", 90_001, &["99213"]), (0, 10), &mut st);
+        let f = c.fraud.unwrap();
+        assert_eq!(codes(&f), ["AMOUNT_OUTLIER"]);
+        assert!(
+            f.fraud_score > 0.5 && f.fraud_score <= 1.0,
+            "{}",
+            f.fraud_score
+        );
+    }
+
+    #[test]
+    fn frequency_near_duplicates_and_round_amounts_add_up_by_noisy_or() {
+        let mut st = FraudState::default();
+        process(
+            claim("C1", "M1", 20_000, &["99213", "80053"]),
+            (0, 0),
+            &mut st,
+        );
+        let mut again = claim("C2", "M1", 20_000, &["80053", "99213"]);
+        again.member_history = Some(MemberHistory {
+            claims_last_24h: 5,
+            amount_last_30d: 0,
+        });
+        let (c, _, _) = process(again, (0, 1), &mut st);
+        let f = c.fraud.unwrap();
+        assert_eq!(
+            codes(&f),
+            ["MEMBER_FREQUENCY", "NEAR_DUPLICATE", "ROUND_AMOUNT"]
+        );
+        let expected = 1.0 - (1.0 - 0.2) * (1.0 - 0.7) * (1.0 - 0.1);
+        assert!(
+            (f.fraud_score - expected).abs() < 1e-4,
+            "{} vs {expected}",
+            f.fraud_score
+        );
+    }
+
+    #[test]
+    fn a_redelivered_claim_is_scored_the_same_and_counted_once() {
+        let mut st = FraudState::default();
+        for i in 0..6 {
+            process(
+                claim(
+                    &format!("C{i}"),
+                    &format!("M{i}"),
+                    10_000 + i * 37 + 1,
+                    &["99213"],
+                ),
+                (1, i),
+                &mut st,
+            );
+        }
+        let (first, p, m) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
+        assert_eq!((p.len(), m.len()), (1, 1));
+        let count = st.providers["acme/P-1"].count;
+        let (again, p2, m2) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
+        assert_eq!(first.fraud, again.fraud, "same score on redelivery");
+        assert_eq!(st.providers["acme/P-1"].count, count, "counted once");
+        assert!(p2.is_empty() && m2.is_empty());
+        assert!(
+            !codes(again.fraud.as_ref().unwrap()).contains(&"NEAR_DUPLICATE"),
+            "not a duplicate of itself"
+        );
+    }
+}
