@@ -13,6 +13,10 @@ pub struct Topics {
     pub evaluated: TopicSpec,
     /// Claims with their fraud score.
     pub scored: TopicSpec,
+    /// Decisions, for the snapshot writer.
+    pub decided: TopicSpec,
+    /// Domain events (`claim.completed`, …), for webhooks and analysts.
+    pub events: TopicSpec,
     /// Fraud state per provider and per member (compacted).
     pub fraud_providers: TopicSpec,
     pub fraud_members: TopicSpec,
@@ -28,6 +32,8 @@ impl Topics {
             validated: TopicSpec::new(name("claims.validated"), partitions, false),
             evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
             scored: TopicSpec::new(name("claims.scored"), partitions, false),
+            decided: TopicSpec::new(name("claims.decided"), partitions, false),
+            events: TopicSpec::new(name("claims.events"), partitions, false),
             fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
             fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),

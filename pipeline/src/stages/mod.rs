@@ -8,6 +8,7 @@
 //! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
 //! review task).
 
+pub mod decide;
 pub mod fraud;
 pub mod record;
 pub mod rules;

@@ -1,0 +1,337 @@
+//! Stage 4, decide: input `claims.scored`. Applies the contract's decision order and
+//! produces the decision and its domain events (contract: Claims):
+//! a validation rejection → `DECLINED`; any `block` rule → `BLOCKED`; else any
+//! `decline` rule → `DECLINED`; else any `flag` rule, a rule that failed, or
+//! `fraud_score >= fraud_flag_threshold` → `FLAGGED` (status `pending_review`, a review
+//! task), unless the amount is below the tenant's `auto_approve_below`; else
+//! `ADJUDICATED`. `approved_amount` is 0 for `BLOCKED` and `DECLINED`.
+//!
+//! Every id is derived from the claim (UUIDv5), so a redelivered claim yields the same
+//! audit id, task id and event ids, and receivers can drop the repeat.
+
+use schemas::claim::{ClaimStatus, Outcome, Reason};
+use schemas::tenant::TenantSettings;
+use serde::{Deserialize, Serialize};
+
+use super::fraud::FraudScore;
+use super::record::ClaimInProcess;
+use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::bus::{Record, TopicSpec};
+use crate::clock::{ms_to_rfc3339, now_ms};
+use crate::config_cache::ConfigCache;
+use crate::rules::TraceEntry;
+use crate::topics::Topics;
+
+/// A domain event, as the events topic carries it and webhooks deliver it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DomainEvent {
+    pub id: String,
+    pub event: String,
+    pub tenant_id: String,
+    pub timestamp: String,
+    pub data: serde_json::Value,
+}
+
+/// The decision on one claim, as the snapshot writer stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub tenant_id: String,
+    pub claim_id: String,
+    /// 1 for the automatic decision; an officer's decision is a later version.
+    pub version: i64,
+    pub status: ClaimStatus,
+    pub outcome: Outcome,
+    pub approved_amount: i64,
+    pub fraud: Option<FraudScore>,
+    pub reasons: Vec<Reason>,
+    pub rulebook_version: i64,
+    pub audit_id: String,
+    pub task_id: Option<String>,
+    pub priority: i64,
+    pub decided_at_ms: i64,
+    pub trace: Vec<TraceEntry>,
+    pub events: Vec<DomainEvent>,
+}
+
+/// A stable id for `what` of a claim.
+pub fn derived_id(prefix: &str, tenant_id: &str, claim_id: &str, what: &str) -> String {
+    let name = format!("{tenant_id}/{claim_id}/{what}");
+    format!("{prefix}_{}", uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple())
+}
+
+/// Review priority: higher first; fraud risk weighs most, then the amount at stake.
+pub fn priority(fraud_score: f64, amount: i64) -> i64 {
+    let risk = (fraud_score.clamp(0.0, 1.0) * 700.0) as i64;
+    let stake = ((amount.max(1) as f64).log10() * 30.0).min(300.0) as i64;
+    risk + stake
+}
+
+/// The pure core.
+pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -> Decision {
+    let cmd = &claim.submitted;
+    let (tenant_id, claim_id) = (cmd.tenant_id.as_str(), cmd.claim.claim_id.as_str());
+    let amount = cmd.claim.claim_amount;
+    let mut reasons = Vec::new();
+    let fraud_score = claim.fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
+    let rule_reason = |h: &crate::rules::RuleHit, code: &str| Reason {
+        source: "rule".into(),
+        code: code.to_owned(),
+        rule_id: Some(h.rule_id.to_string()),
+        message: if h.description.is_empty() { format!("rule {} matched", h.rule_id) } else { h.description.to_string() },
+    };
+
+    let (outcome, blocking_rule) = if let Some(r) = &claim.rejection {
+        reasons.push(r.clone());
+        (Outcome::Declined, None)
+    } else {
+        let ev = claim.rules.clone().unwrap_or_default();
+        let fraud_flag = fraud_score >= settings.fraud_flag_threshold;
+        for h in ev.blocks.iter().chain(&ev.declines).chain(&ev.flags) {
+            reasons.push(rule_reason(h, &h.reason_code));
+        }
+        for h in &ev.errors {
+            reasons.push(Reason {
+                source: "rule".into(),
+                code: "RULE_ERROR".into(),
+                rule_id: Some(h.rule_id.to_string()),
+                message: format!("rule {} could not be evaluated; the claim needs review", h.rule_id),
+            });
+        }
+        if let Some(f) = &claim.fraud {
+            for r in &f.reasons {
+                reasons.push(Reason { source: "fraud".into(), code: r.code.clone(), rule_id: None, message: r.detail.clone() });
+            }
+        }
+        if let Some(b) = ev.blocks.first() {
+            (Outcome::Blocked, Some(b.clone()))
+        } else if !ev.declines.is_empty() {
+            (Outcome::Declined, None)
+        } else if !ev.flags.is_empty() || !ev.errors.is_empty() || fraud_flag {
+            if settings.auto_approve_below.is_some_and(|limit| amount < limit) {
+                reasons.push(Reason {
+                    source: "rule".into(),
+                    code: "AUTO_APPROVED".into(),
+                    rule_id: None,
+                    message: "below the tenant's auto-approval amount; not sent to review".into(),
+                });
+                (Outcome::Adjudicated, None)
+            } else {
+                (Outcome::Flagged, None)
+            }
+        } else {
+            (Outcome::Adjudicated, None)
+        }
+    };
+    let approved_amount = match outcome {
+        Outcome::Blocked | Outcome::Declined => 0,
+        _ => claim.rules.as_ref().map(|e| e.approved_amount).unwrap_or(amount),
+    };
+    let status = if outcome == Outcome::Flagged { ClaimStatus::PendingReview } else { ClaimStatus::Completed };
+    let audit_id = derived_id("aud", tenant_id, claim_id, "decision-1");
+    let task_id = (outcome == Outcome::Flagged).then(|| derived_id("tsk", tenant_id, claim_id, "review"));
+    let prio = priority(fraud_score, amount);
+    let timestamp = ms_to_rfc3339(now_ms);
+    let event = |kind: &str, data: serde_json::Value| DomainEvent {
+        id: derived_id("evt", tenant_id, claim_id, kind),
+        event: kind.to_owned(),
+        tenant_id: tenant_id.to_owned(),
+        timestamp: timestamp.clone(),
+        data,
+    };
+    let mut events = Vec::new();
+    match outcome {
+        Outcome::Blocked => {
+            let b = blocking_rule.as_ref();
+            events.push(event("claim.blocked", serde_json::json!({
+                "claim_id": claim_id, "status": status, "outcome": outcome,
+                "rule_id": b.map(|h| h.rule_id.to_string()), "reason_code": b.map(|h| h.reason_code.to_string()),
+                "audit_id": audit_id,
+            })));
+        }
+        Outcome::Flagged => {
+            events.push(event("claim.flagged", serde_json::json!({
+                "claim_id": claim_id, "status": status, "outcome": outcome, "fraud_score": fraud_score,
+                "reasons": reasons, "task_id": task_id, "audit_id": audit_id,
+            })));
+            events.push(event("workflow.task.created", serde_json::json!({
+                "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
+            })));
+        }
+        _ => {}
+    }
+    events.push(event("claim.completed", serde_json::json!({
+        "claim_id": claim_id, "status": status, "outcome": outcome, "approved_amount": approved_amount,
+        "fraud_score": fraud_score, "audit_id": audit_id,
+    })));
+    Decision {
+        tenant_id: tenant_id.to_owned(),
+        claim_id: claim_id.to_owned(),
+        version: 1,
+        status,
+        outcome,
+        approved_amount,
+        fraud: claim.fraud.clone(),
+        reasons,
+        rulebook_version: cmd.rulebook_version,
+        audit_id,
+        task_id,
+        priority: prio,
+        decided_at_ms: now_ms,
+        trace: claim.rules.as_ref().map(|e| e.trace.clone()).unwrap_or_default(),
+        events,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Decide {
+    pub topics: Topics,
+    pub config: ConfigCache,
+}
+
+impl Stage for Decide {
+    fn name(&self) -> &'static str {
+        "decide"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.scored.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::with_capacity(batch.len() * 3);
+        let now = now_ms();
+        for r in batch {
+            let Some(claim) = decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out) else {
+                continue;
+            };
+            let settings = self
+                .config
+                .settings(claim.tenant_id())
+                .await
+                .map_err(|e| StageError::Transient(e.to_string()))?;
+            let d = process(&claim, &settings, now);
+            for e in &d.events {
+                out.push(encode(&self.topics.events, claim.key(), e));
+            }
+            out.push(encode(&self.topics.decided, claim.key(), &d));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schemas::rulebook::RuleAction;
+
+    use super::*;
+    use crate::intake::ClaimSubmitted;
+    use crate::rules::{Evaluation, RuleHit};
+    use crate::stages::fraud::FraudReason;
+
+    fn claim(amount: i64) -> ClaimInProcess {
+        let mut c = ClaimInProcess::new(ClaimSubmitted {
+            tenant_id: "acme".into(),
+            claim: serde_json::from_value(serde_json::json!({
+                "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": amount, "service_date": "2026-01-01"
+            }))
+            .unwrap(),
+            rulebook_id: "rb".into(),
+            rulebook_version: 4,
+            received_at_ms: 0,
+        });
+        c.rules = Some(Evaluation { approved_amount: amount - 100, capped_amount: amount - 100, ..Default::default() });
+        c.fraud = Some(FraudScore { fraud_score: 0.1, model_version: "fraud-v1".into(), reasons: vec![] });
+        c
+    }
+
+    fn hit(id: &str) -> RuleHit {
+        RuleHit { rule_id: id.into(), reason_code: format!("R_{id}").into(), description: "".into() }
+    }
+
+    fn kinds(d: &Decision) -> Vec<&str> {
+        d.events.iter().map(|e| e.event.as_str()).collect()
+    }
+
+    #[test]
+    fn a_clean_claim_is_adjudicated_with_its_computed_amount() {
+        let d = process(&claim(1000), &TenantSettings::default(), 0);
+        assert_eq!((d.outcome, d.status, d.approved_amount), (Outcome::Adjudicated, ClaimStatus::Completed, 900));
+        assert_eq!(kinds(&d), ["claim.completed"]);
+        assert_eq!(d.events[0].data["outcome"], "ADJUDICATED");
+        assert_eq!(d.events[0].data["status"], "completed");
+        assert_eq!(d.events[0].data["audit_id"], d.audit_id.as_str());
+        assert_eq!(d.rulebook_version, 4);
+        assert!(d.task_id.is_none());
+    }
+
+    #[test]
+    fn block_beats_decline_beats_flag() {
+        let mut c = claim(1000);
+        let ev = c.rules.as_mut().unwrap();
+        ev.blocks.push(hit("b"));
+        ev.declines.push(hit("d"));
+        ev.flags.push(hit("f"));
+        let d = process(&c, &TenantSettings::default(), 0);
+        assert_eq!((d.outcome, d.approved_amount), (Outcome::Blocked, 0));
+        assert_eq!(kinds(&d), ["claim.blocked", "claim.completed"]);
+        assert_eq!(d.events[0].data["rule_id"], "b");
+        assert_eq!(d.events[0].data["reason_code"], "R_b");
+        c.rules.as_mut().unwrap().blocks.clear();
+        let d = process(&c, &TenantSettings::default(), 0);
+        assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
+        let _ = RuleAction::Block;
+    }
+
+    #[test]
+    fn a_flag_a_rule_error_or_a_high_score_sends_the_claim_to_review() {
+        let mut flagged = claim(1000);
+        flagged.rules.as_mut().unwrap().flags.push(hit("f"));
+        let mut errored = claim(1000);
+        errored.rules.as_mut().unwrap().errors.push(hit("e"));
+        let mut risky = claim(1000);
+        risky.fraud = Some(FraudScore {
+            fraud_score: 0.85,
+            model_version: "fraud-v1".into(),
+            reasons: vec![FraudReason { code: "NEAR_DUPLICATE".into(), contribution: 0.85, detail: "same as CLM-0".into() }],
+        });
+        for c in [flagged, errored, risky] {
+            let d = process(&c, &TenantSettings::default(), 0);
+            assert_eq!((d.outcome, d.status), (Outcome::Flagged, ClaimStatus::PendingReview));
+            assert_eq!(kinds(&d), ["claim.flagged", "workflow.task.created", "claim.completed"]);
+            assert!(d.task_id.is_some());
+            assert_eq!(d.events[1].data["task_id"], d.task_id.as_deref().unwrap());
+        }
+    }
+
+    #[test]
+    fn the_threshold_and_auto_approval_come_from_the_tenant() {
+        let mut c = claim(1000);
+        c.fraud.as_mut().unwrap().fraud_score = 0.5;
+        let lenient = process(&c, &TenantSettings::default(), 0);
+        assert_eq!(lenient.outcome, Outcome::Adjudicated);
+        let strict = TenantSettings { fraud_flag_threshold: 0.4, ..Default::default() };
+        assert_eq!(process(&c, &strict, 0).outcome, Outcome::Flagged);
+        let auto = TenantSettings { fraud_flag_threshold: 0.4, auto_approve_below: Some(5000), ..Default::default() };
+        let d = process(&c, &auto, 0);
+        assert_eq!(d.outcome, Outcome::Adjudicated);
+        assert!(d.reasons.iter().any(|r| r.code == "AUTO_APPROVED"));
+    }
+
+    #[test]
+    fn a_rejected_claim_is_declined_with_the_validation_reason() {
+        let mut c = claim(1000);
+        c.rejection = Some(Reason { source: "validation".into(), code: "PROVIDER_NOT_CONTRACTED".into(), rule_id: None, message: "x".into() });
+        let d = process(&c, &TenantSettings::default(), 0);
+        assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
+        assert_eq!(d.reasons[0].code, "PROVIDER_NOT_CONTRACTED");
+    }
+
+    #[test]
+    fn ids_are_the_same_every_time_a_claim_is_decided() {
+        let a = process(&claim(1000), &TenantSettings::default(), 0);
+        let b = process(&claim(1000), &TenantSettings::default(), 99_000);
+        assert_eq!(a.audit_id, b.audit_id);
+        assert_eq!(a.events[0].id, b.events[0].id);
+        assert_ne!(a.events[0].timestamp, b.events[0].timestamp);
+    }
+}
