@@ -19,6 +19,16 @@ use crate::config::Config;
 pub struct Server {
     listener: TcpListener,
     state: AppState,
+    /// The roles this process runs: `api` and stage names.
+    roles: Vec<String>,
+}
+
+/// Every role a process can take, in pipeline order.
+pub fn all_roles() -> Vec<String> {
+    std::iter::once("api")
+        .chain(pipeline::stages::NAMES)
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Server {
@@ -36,6 +46,7 @@ impl Server {
         Ok(Self {
             listener,
             state: AppState::new(store, keys, config.api.clone(), bus, topics),
+            roles: all_roles(),
         })
     }
 
@@ -49,16 +60,46 @@ impl Server {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then drains in-flight requests.
+    /// Runs only these roles (`api` and stage names).
+    pub fn with_roles(mut self, roles: Vec<String>) -> Self {
+        self.roles = roles;
+        self
+    }
+
+    /// Runs until `shutdown` completes; then stops taking requests, lets every stage
+    /// finish and commit the batch in hand, and closes the store.
     pub async fn run_until(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let store = self.state.store.clone();
-        api::serve(self.listener, self.state, shutdown)
+        let state = self.state.clone();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        let deps = pipeline::stages::Deps {
+            bus: state.bus.clone(),
+            store: state.store.clone(),
+            config: state.config_cache.clone(),
+            topics: state.topics.clone(),
+            batch_size: STAGE_BATCH,
+        };
+        pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await
-            .context("the HTTP server failed")?;
-        store.close().await;
+            .map_err(|e| anyhow::anyhow!("cannot start the stages: {e}"))?;
+        let mut http_stop = stop_rx.clone();
+        let http = self.roles.iter().any(|r| r == "api").then(|| {
+            tokio::spawn(api::serve(self.listener, self.state, async move {
+                let _ = http_stop.wait_for(|stop| *stop).await;
+            }))
+        });
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        if let Some(http) = http {
+            http.await
+                .context("the HTTP server panicked")?
+                .context("the HTTP server failed")?;
+        }
+        while tasks.join_next().await.is_some() {}
+        state.store.close().await;
         Ok(())
     }
 }
@@ -73,8 +114,15 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
         .context("cannot open the database")
 }
 
+/// Records a stage takes per batch: large enough to amortise a transaction, small
+/// enough to keep latency low.
+const STAGE_BATCH: usize = 500;
+
 pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
-    let server = Server::build(config).await?;
+    let mut server = Server::build(config).await?;
+    if let Some(roles) = args.stages {
+        server = server.with_roles(roles);
+    }
     if args.demo {
         crate::demo::seed(server.state(), server.local_addr()).await?;
     }

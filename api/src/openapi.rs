@@ -77,6 +77,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claims::batch))
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
+        .routes(routes!(claims::get_fraud))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
         .routes(routes!(operations::openapi_json))

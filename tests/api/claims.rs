@@ -63,7 +63,7 @@ pub fn claim(id: &str) -> Value {
     })
 }
 
-async fn submit(app: &TestApp, s: &Session, body: Value) -> Reply {
+pub async fn submit(app: &TestApp, s: &Session, body: Value) -> Reply {
     app.call(Method::POST, "/claims/intake", Some(&s.access), Some(body))
         .await
 }

@@ -17,6 +17,7 @@ mod forged_tokens;
 mod health;
 mod multi_process;
 mod openapi;
+mod pipeline;
 mod providers;
 mod rulebooks;
 mod tenant_settings;

@@ -23,7 +23,7 @@ use schemas::{Date, ErrorBody, Page};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth::principal::scope::{ClaimsRead, ClaimsWrite};
+use crate::auth::principal::scope::{ClaimsRead, ClaimsWrite, FraudRead};
 use crate::auth::Authorized;
 use crate::http::error::ApiError;
 use crate::http::json::{self, Json};
@@ -354,6 +354,54 @@ pub async fn get_claim(
         .await?
         .map(Json)
         .ok_or_else(claim_not_found)
+}
+
+/// One reason of a fraud score.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct FraudReasonView {
+    pub code: String,
+    /// This feature's risk on its own, 0..1; the score combines them as a noisy-or.
+    pub contribution: f64,
+    pub detail: String,
+}
+
+/// The fraud analysis of a claim.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct FraudView {
+    /// In [0, 1].
+    pub fraud_score: f64,
+    pub model_version: String,
+    pub reasons: Vec<FraudReasonView>,
+}
+
+/// A claim's fraud score with the features that made it.
+#[utoipa::path(get, path = "/claims/{claim_id}/fraud", tag = "claims",
+    security(("bearer" = ["fraud:read"])),
+    responses(
+        (status = 200, description = "The analysis", body = FraudView),
+        (status = 404, description = "`CLAIM_NOT_FOUND`, or `NOT_FOUND` while the claim is not scored yet", body = ErrorBody),
+    ))]
+pub async fn get_fraud(
+    State(state): State<AppState>,
+    who: Authorized<FraudRead>,
+    Path(claim_id): Path<String>,
+) -> Result<Json<FraudView>, ApiError> {
+    let stored = state
+        .store
+        .claim_fraud(&who.tenant_id, &claim_id)
+        .await?
+        .ok_or_else(claim_not_found)?;
+    let Some(text) = stored else {
+        return Err(ApiError::Refused {
+            status: StatusCode::NOT_FOUND,
+            code: "NOT_FOUND",
+            message: "the claim has not been scored yet".into(),
+            field: None,
+        });
+    };
+    serde_json::from_str(&text)
+        .map(Json)
+        .map_err(ApiError::internal)
 }
 
 /// The tenant's claims, oldest first, filtered.

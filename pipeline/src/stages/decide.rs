@@ -56,7 +56,10 @@ pub struct Decision {
 /// A stable id for `what` of a claim.
 pub fn derived_id(prefix: &str, tenant_id: &str, claim_id: &str, what: &str) -> String {
     let name = format!("{tenant_id}/{claim_id}/{what}");
-    format!("{prefix}_{}", uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple())
+    format!(
+        "{prefix}_{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple()
+    )
 }
 
 /// Review priority: higher first; fraud risk weighs most, then the amount at stake.
@@ -77,7 +80,11 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         source: "rule".into(),
         code: code.to_owned(),
         rule_id: Some(h.rule_id.to_string()),
-        message: if h.description.is_empty() { format!("rule {} matched", h.rule_id) } else { h.description.to_string() },
+        message: if h.description.is_empty() {
+            format!("rule {} matched", h.rule_id)
+        } else {
+            h.description.to_string()
+        },
     };
 
     let (outcome, blocking_rule) = if let Some(r) = &claim.rejection {
@@ -94,12 +101,20 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
                 source: "rule".into(),
                 code: "RULE_ERROR".into(),
                 rule_id: Some(h.rule_id.to_string()),
-                message: format!("rule {} could not be evaluated; the claim needs review", h.rule_id),
+                message: format!(
+                    "rule {} could not be evaluated; the claim needs review",
+                    h.rule_id
+                ),
             });
         }
         if let Some(f) = &claim.fraud {
             for r in &f.reasons {
-                reasons.push(Reason { source: "fraud".into(), code: r.code.clone(), rule_id: None, message: r.detail.clone() });
+                reasons.push(Reason {
+                    source: "fraud".into(),
+                    code: r.code.clone(),
+                    rule_id: None,
+                    message: r.detail.clone(),
+                });
             }
         }
         if let Some(b) = ev.blocks.first() {
@@ -107,7 +122,10 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         } else if !ev.declines.is_empty() {
             (Outcome::Declined, None)
         } else if !ev.flags.is_empty() || !ev.errors.is_empty() || fraud_flag {
-            if settings.auto_approve_below.is_some_and(|limit| amount < limit) {
+            if settings
+                .auto_approve_below
+                .is_some_and(|limit| amount < limit)
+            {
                 reasons.push(Reason {
                     source: "rule".into(),
                     code: "AUTO_APPROVED".into(),
@@ -124,11 +142,20 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
     };
     let approved_amount = match outcome {
         Outcome::Blocked | Outcome::Declined => 0,
-        _ => claim.rules.as_ref().map(|e| e.approved_amount).unwrap_or(amount),
+        _ => claim
+            .rules
+            .as_ref()
+            .map(|e| e.approved_amount)
+            .unwrap_or(amount),
     };
-    let status = if outcome == Outcome::Flagged { ClaimStatus::PendingReview } else { ClaimStatus::Completed };
+    let status = if outcome == Outcome::Flagged {
+        ClaimStatus::PendingReview
+    } else {
+        ClaimStatus::Completed
+    };
     let audit_id = derived_id("aud", tenant_id, claim_id, "decision-1");
-    let task_id = (outcome == Outcome::Flagged).then(|| derived_id("tsk", tenant_id, claim_id, "review"));
+    let task_id =
+        (outcome == Outcome::Flagged).then(|| derived_id("tsk", tenant_id, claim_id, "review"));
     let prio = priority(fraud_score, amount);
     let timestamp = ms_to_rfc3339(now_ms);
     let event = |kind: &str, data: serde_json::Value| DomainEvent {
@@ -153,9 +180,12 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
                 "claim_id": claim_id, "status": status, "outcome": outcome, "fraud_score": fraud_score,
                 "reasons": reasons, "task_id": task_id, "audit_id": audit_id,
             })));
-            events.push(event("workflow.task.created", serde_json::json!({
-                "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
-            })));
+            events.push(event(
+                "workflow.task.created",
+                serde_json::json!({
+                    "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
+                }),
+            ));
         }
         _ => {}
     }
@@ -177,7 +207,11 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         task_id,
         priority: prio,
         decided_at_ms: now_ms,
-        trace: claim.rules.as_ref().map(|e| e.trace.clone()).unwrap_or_default(),
+        trace: claim
+            .rules
+            .as_ref()
+            .map(|e| e.trace.clone())
+            .unwrap_or_default(),
         events,
     }
 }
@@ -201,7 +235,9 @@ impl Stage for Decide {
         let mut out = Vec::with_capacity(batch.len() * 3);
         let now = now_ms();
         for r in batch {
-            let Some(claim) = decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out) else {
+            let Some(claim) =
+                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
+            else {
                 continue;
             };
             let settings = self
@@ -239,13 +275,25 @@ mod tests {
             rulebook_version: 4,
             received_at_ms: 0,
         });
-        c.rules = Some(Evaluation { approved_amount: amount - 100, capped_amount: amount - 100, ..Default::default() });
-        c.fraud = Some(FraudScore { fraud_score: 0.1, model_version: "fraud-v1".into(), reasons: vec![] });
+        c.rules = Some(Evaluation {
+            approved_amount: amount - 100,
+            capped_amount: amount - 100,
+            ..Default::default()
+        });
+        c.fraud = Some(FraudScore {
+            fraud_score: 0.1,
+            model_version: "fraud-v1".into(),
+            reasons: vec![],
+        });
         c
     }
 
     fn hit(id: &str) -> RuleHit {
-        RuleHit { rule_id: id.into(), reason_code: format!("R_{id}").into(), description: "".into() }
+        RuleHit {
+            rule_id: id.into(),
+            reason_code: format!("R_{id}").into(),
+            description: "".into(),
+        }
     }
 
     fn kinds(d: &Decision) -> Vec<&str> {
@@ -255,7 +303,10 @@ mod tests {
     #[test]
     fn a_clean_claim_is_adjudicated_with_its_computed_amount() {
         let d = process(&claim(1000), &TenantSettings::default(), 0);
-        assert_eq!((d.outcome, d.status, d.approved_amount), (Outcome::Adjudicated, ClaimStatus::Completed, 900));
+        assert_eq!(
+            (d.outcome, d.status, d.approved_amount),
+            (Outcome::Adjudicated, ClaimStatus::Completed, 900)
+        );
         assert_eq!(kinds(&d), ["claim.completed"]);
         assert_eq!(d.events[0].data["outcome"], "ADJUDICATED");
         assert_eq!(d.events[0].data["status"], "completed");
@@ -292,12 +343,22 @@ mod tests {
         risky.fraud = Some(FraudScore {
             fraud_score: 0.85,
             model_version: "fraud-v1".into(),
-            reasons: vec![FraudReason { code: "NEAR_DUPLICATE".into(), contribution: 0.85, detail: "same as CLM-0".into() }],
+            reasons: vec![FraudReason {
+                code: "NEAR_DUPLICATE".into(),
+                contribution: 0.85,
+                detail: "same as CLM-0".into(),
+            }],
         });
         for c in [flagged, errored, risky] {
             let d = process(&c, &TenantSettings::default(), 0);
-            assert_eq!((d.outcome, d.status), (Outcome::Flagged, ClaimStatus::PendingReview));
-            assert_eq!(kinds(&d), ["claim.flagged", "workflow.task.created", "claim.completed"]);
+            assert_eq!(
+                (d.outcome, d.status),
+                (Outcome::Flagged, ClaimStatus::PendingReview)
+            );
+            assert_eq!(
+                kinds(&d),
+                ["claim.flagged", "workflow.task.created", "claim.completed"]
+            );
             assert!(d.task_id.is_some());
             assert_eq!(d.events[1].data["task_id"], d.task_id.as_deref().unwrap());
         }
@@ -309,9 +370,16 @@ mod tests {
         c.fraud.as_mut().unwrap().fraud_score = 0.5;
         let lenient = process(&c, &TenantSettings::default(), 0);
         assert_eq!(lenient.outcome, Outcome::Adjudicated);
-        let strict = TenantSettings { fraud_flag_threshold: 0.4, ..Default::default() };
+        let strict = TenantSettings {
+            fraud_flag_threshold: 0.4,
+            ..Default::default()
+        };
         assert_eq!(process(&c, &strict, 0).outcome, Outcome::Flagged);
-        let auto = TenantSettings { fraud_flag_threshold: 0.4, auto_approve_below: Some(5000), ..Default::default() };
+        let auto = TenantSettings {
+            fraud_flag_threshold: 0.4,
+            auto_approve_below: Some(5000),
+            ..Default::default()
+        };
         let d = process(&c, &auto, 0);
         assert_eq!(d.outcome, Outcome::Adjudicated);
         assert!(d.reasons.iter().any(|r| r.code == "AUTO_APPROVED"));
@@ -320,7 +388,12 @@ mod tests {
     #[test]
     fn a_rejected_claim_is_declined_with_the_validation_reason() {
         let mut c = claim(1000);
-        c.rejection = Some(Reason { source: "validation".into(), code: "PROVIDER_NOT_CONTRACTED".into(), rule_id: None, message: "x".into() });
+        c.rejection = Some(Reason {
+            source: "validation".into(),
+            code: "PROVIDER_NOT_CONTRACTED".into(),
+            rule_id: None,
+            message: "x".into(),
+        });
         let d = process(&c, &TenantSettings::default(), 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         assert_eq!(d.reasons[0].code, "PROVIDER_NOT_CONTRACTED");

@@ -13,7 +13,77 @@ pub mod fraud;
 pub mod record;
 pub mod rules;
 pub mod runner;
+pub mod snapshot;
 pub mod validate;
 
 pub use record::ClaimInProcess;
 pub use runner::{run, Stage, StageError};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::bus::Bus;
+use crate::config_cache::ConfigCache;
+use crate::rules::RulebookCache;
+use crate::store::Store;
+use crate::topics::Topics;
+
+/// The stages, by the names `claims serve --stages` takes.
+pub const NAMES: [&str; 5] = ["validate", "rules", "fraud", "decide", "snapshot"];
+
+/// What the stages share.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    pub bus: Bus,
+    pub store: Store,
+    pub config: ConfigCache,
+    pub topics: Topics,
+    /// Records per batch.
+    pub batch_size: usize,
+}
+
+/// Starts the named stages on `tasks`; they stop when `shutdown` turns true.
+pub async fn spawn(
+    names: &[String],
+    deps: &Deps,
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), StageError> {
+    for name in names {
+        let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
+        let t = deps.topics.clone();
+        macro_rules! go {
+            ($stage:expr) => {{
+                let stage = $stage;
+                tasks.spawn(async move {
+                    if let Err(e) = run(stage, bus, batch, rx).await {
+                        tracing::error!(error = %e, "A stage stopped.");
+                    }
+                });
+            }};
+        }
+        match name.as_str() {
+            "validate" => go!(validate::Validate {
+                topics: t,
+                config: deps.config.clone()
+            }),
+            "rules" => go!(rules::Rules {
+                topics: t,
+                store: deps.store.clone(),
+                compiled: RulebookCache::default()
+            }),
+            "fraud" => go!(fraud::Fraud::restore(t, &deps.bus).await?),
+            "decide" => go!(decide::Decide {
+                topics: t,
+                config: deps.config.clone()
+            }),
+            "snapshot" => go!(snapshot::Snapshot {
+                topics: t,
+                store: deps.store.clone()
+            }),
+            _ => continue,
+        }
+        tracing::info!(stage = %name, "Stage started.");
+    }
+    Ok(())
+}

@@ -119,7 +119,7 @@ impl Store {
         at_ms: i64,
     ) -> Result<crate::rules::MemberHistory, StoreError> {
         let (count, amount): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(CASE WHEN received_at >= $3 THEN 1 END), SUM(claim_amount) FROM claims \
+            "SELECT COUNT(CASE WHEN received_at >= $3 THEN 1 END), CAST(SUM(claim_amount) AS BIGINT) FROM claims \
              WHERE tenant_id = $1 AND member_id = $2 AND received_at >= $4 AND received_at < $5",
         )
         .bind(tenant_id)

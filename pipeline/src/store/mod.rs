@@ -9,6 +9,7 @@
 //! a single-connection pool while reads use several; on PostgreSQL both are one pool.
 
 mod claims;
+mod decisions;
 mod error;
 mod keys;
 mod providers;

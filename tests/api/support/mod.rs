@@ -86,6 +86,14 @@ impl TestApp {
         dir: std::sync::Arc<tempfile::TempDir>,
         tweak: impl FnOnce(&mut Settings),
     ) -> Self {
+        // The service's logs, shown with a failing test (RUST_LOG to change the level).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let mut settings = Settings {
             data_dir: dir.path().to_owned(),
             http_addr: "127.0.0.1:0".into(),

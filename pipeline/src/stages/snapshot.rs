@@ -1,0 +1,35 @@
+//! Stage 5, snapshot: input `claims.decided`. Writes each batch of decisions to the
+//! store in one transaction: the queryable claim, the decision's audit record and the
+//! review task of a flagged claim. It publishes nothing.
+
+use super::decide::Decision;
+use super::runner::{decode, Outputs, Stage, StageError};
+use crate::bus::{Record, TopicSpec};
+use crate::store::Store;
+use crate::topics::Topics;
+
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub topics: Topics,
+    pub store: Store,
+}
+
+impl Stage for Snapshot {
+    fn name(&self) -> &'static str {
+        "snapshot"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.decided.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::new();
+        let decisions: Vec<Decision> = batch
+            .iter()
+            .filter_map(|r| decode::<Decision>(self.name(), r, &self.topics.dead_letter, &mut out))
+            .collect();
+        self.store.write_decisions(&decisions).await?;
+        Ok(out)
+    }
+}

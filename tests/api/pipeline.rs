@@ -1,0 +1,216 @@
+//! The pipeline end to end: a claim submitted over REST is validated, evaluated, scored,
+//! decided and stored, and its events are on the events topic (contract: Claims).
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::claims::{claim, ready_tenant};
+use crate::support::{Backend, Session, TestApp};
+
+crate::both_backends!(
+    a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced,
+    a_hard_stop_blocks_a_claim,
+    a_flag_rule_sends_a_claim_to_review_with_a_task,
+    a_decline_rule_declines_a_claim,
+    a_near_duplicate_is_scored_with_its_reason,
+);
+
+/// Polls the claim until it leaves `received`.
+async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = app.get(&format!("/claims/{id}"), &s.access).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        if r.body["status"] != "received" && r.body["status"] != "processing" {
+            return r.body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "claim {id} was not decided: {}",
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The events of one claim on the events topic, in order.
+async fn events(app: &TestApp, tenant: &str, id: &str) -> Vec<Value> {
+    let key = format!("{tenant}/{id}");
+    app.state
+        .bus
+        .scan(&app.state.topics.events)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.key == key)
+        .map(|r| serde_json::from_slice(&r.value).unwrap())
+        .collect()
+}
+
+async fn publish_rules(app: &TestApp, s: &Session, rules: Value) {
+    let r = app
+        .call(
+            Method::POST,
+            "/rulebooks",
+            Some(&s.access),
+            Some(json!({"name": "Custom", "rules": rules})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let id = r.body["rulebook_id"].as_str().unwrap();
+    app.call(
+        Method::POST,
+        &format!("/rulebooks/{id}/publish"),
+        Some(&s.access),
+        None,
+    )
+    .await;
+}
+
+async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let r = app
+        .call(
+            Method::POST,
+            "/claims/intake",
+            Some(&s.access),
+            Some(claim("CLM-1")),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    let c = decided(&app, &s, "CLM-1").await;
+    assert_eq!(c["status"], "completed");
+    assert_eq!(c["outcome"], "ADJUDICATED");
+    // 7500 uncapped + 5000 capped at 4000 for code 80053.
+    assert_eq!(c["approved_amount"], 11500);
+    assert_eq!(c["fraud_score"], 0.0);
+    assert_eq!(c["rulebook_version"], 1);
+    let audit_id = c["audit_id"].as_str().unwrap();
+    assert!(audit_id.starts_with("aud_"));
+
+    let fraud = app.get("/claims/CLM-1/fraud", &s.access).await;
+    assert_eq!(fraud.status, StatusCode::OK, "{}", fraud.body);
+    assert_eq!(
+        fraud.body,
+        json!({"fraud_score": 0.0, "model_version": "fraud-v1", "reasons": []})
+    );
+
+    let ev = events(&app, "acme", "CLM-1").await;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event"], "claim.completed");
+    assert_eq!(
+        ev[0]["data"],
+        json!({"claim_id": "CLM-1", "status": "completed", "outcome": "ADJUDICATED", "approved_amount": 11500, "fraud_score": 0.0, "audit_id": audit_id})
+    );
+    assert!(ev[0]["id"].as_str().unwrap().starts_with("evt_"));
+}
+
+async fn a_hard_stop_blocks_a_claim(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let mut big = claim("CLM-BIG");
+    big["claim_amount"] = json!(6_000_000);
+    big["lines"] = json!([]);
+    app.call(Method::POST, "/claims/intake", Some(&s.access), Some(big))
+        .await;
+    let c = decided(&app, &s, "CLM-BIG").await;
+    assert_eq!(
+        (
+            c["status"].as_str(),
+            c["outcome"].as_str(),
+            c["approved_amount"].as_i64()
+        ),
+        (Some("completed"), Some("BLOCKED"), Some(0))
+    );
+    assert_eq!(c["reasons"][0]["code"], "AMOUNT_LIMIT");
+    assert_eq!(c["reasons"][0]["rule_id"], "huge");
+    let ev = events(&app, "acme", "CLM-BIG").await;
+    let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["claim.blocked", "claim.completed"]);
+    assert_eq!(ev[0]["data"]["rule_id"], "huge");
+    assert_eq!(ev[0]["data"]["reason_code"], "AMOUNT_LIMIT");
+    assert_eq!(ev[0]["data"]["audit_id"], c["audit_id"]);
+}
+
+async fn a_flag_rule_sends_a_claim_to_review_with_a_task(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    publish_rules(&app, &s, json!([{"rule_id": "cardio", "description": "Cardiology over 100.00", "when": "provider.specialty == 'cardiology' && claim.claim_amount > 10000", "action": "flag", "reason_code": "SPECIALTY_REVIEW"}])).await;
+    app.call(
+        Method::POST,
+        "/claims/intake",
+        Some(&s.access),
+        Some(claim("CLM-F")),
+    )
+    .await;
+    let c = decided(&app, &s, "CLM-F").await;
+    assert_eq!(c["status"], "pending_review");
+    assert_eq!(c["outcome"], "FLAGGED");
+    assert_eq!(c["rulebook_version"], 2);
+    let task_id = c["task_id"].as_str().expect("a review task");
+    assert_eq!(c["reasons"][0]["message"], "Cardiology over 100.00");
+    let ev = events(&app, "acme", "CLM-F").await;
+    let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["claim.flagged", "workflow.task.created", "claim.completed"]
+    );
+    assert_eq!(ev[0]["data"]["task_id"], task_id);
+    assert_eq!(ev[1]["data"]["task_id"], task_id);
+    assert_eq!(ev[1]["data"]["claim_id"], "CLM-F");
+    assert!(ev[1]["data"]["priority"].as_i64().unwrap() > 0);
+    assert_eq!(ev[2]["data"]["status"], "pending_review");
+    assert_eq!(ev[2]["data"]["outcome"], "FLAGGED");
+}
+
+async fn a_decline_rule_declines_a_claim(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    publish_rules(&app, &s, json!([{"rule_id": "diabetes", "when": "'E11.9' in claim.diagnosis_codes", "action": "decline", "reason_code": "NOT_COVERED"}])).await;
+    app.call(
+        Method::POST,
+        "/claims/intake",
+        Some(&s.access),
+        Some(claim("CLM-D")),
+    )
+    .await;
+    let c = decided(&app, &s, "CLM-D").await;
+    assert_eq!(
+        (
+            c["outcome"].as_str(),
+            c["approved_amount"].as_i64(),
+            c["status"].as_str()
+        ),
+        (Some("DECLINED"), Some(0), Some("completed"))
+    );
+    assert_eq!(c["reasons"][0]["code"], "NOT_COVERED");
+}
+
+async fn a_near_duplicate_is_scored_with_its_reason(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    app.call(
+        Method::POST,
+        "/claims/intake",
+        Some(&s.access),
+        Some(claim("CLM-1")),
+    )
+    .await;
+    decided(&app, &s, "CLM-1").await;
+    app.call(
+        Method::POST,
+        "/claims/intake",
+        Some(&s.access),
+        Some(claim("CLM-2")),
+    )
+    .await;
+    decided(&app, &s, "CLM-2").await;
+    let fraud = app.get("/claims/CLM-2/fraud", &s.access).await;
+    let reasons = fraud.body["reasons"].as_array().unwrap();
+    assert_eq!(reasons[0]["code"], "NEAR_DUPLICATE", "{}", fraud.body);
+    assert!(reasons[0]["detail"].as_str().unwrap().contains("CLM-1"));
+    assert!(fraud.body["fraud_score"].as_f64().unwrap() >= 0.7);
+}
