@@ -85,6 +85,17 @@ impl Server {
         pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the stages: {e}"))?;
+        // Only the embedded log needs upkeep; a broker keeps its own logs.
+        #[allow(irrefutable_let_patterns)] // the embedded log is the only bus so far
+        if let pipeline::bus::Bus::Embedded(log) = &state.bus {
+            tasks.spawn(pipeline::bus::embedded::maintain(
+                log.clone(),
+                state.topics.all(),
+                LOG_MAINTENANCE_EVERY,
+                LOG_RETENTION,
+                stop_rx.clone(),
+            ));
+        }
         let mut http_stop = stop_rx.clone();
         let http = self.roles.iter().any(|r| r == "api").then(|| {
             tokio::spawn(api::serve(self.listener, self.state, async move {
@@ -117,6 +128,10 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
 /// Records a stage takes per batch: large enough to amortise a transaction, small
 /// enough to keep latency low.
 const STAGE_BATCH: usize = 500;
+/// How often the embedded log is compacted and trimmed.
+const LOG_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long consumed records stay in the embedded log, for inspection.
+const LOG_RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let mut server = Server::build(config).await?;

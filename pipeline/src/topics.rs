@@ -41,6 +41,23 @@ impl Topics {
     }
 }
 
+impl Topics {
+    /// Every topic, for maintenance and listings.
+    pub fn all(&self) -> Vec<TopicSpec> {
+        vec![
+            self.intake.clone(),
+            self.validated.clone(),
+            self.evaluated.clone(),
+            self.scored.clone(),
+            self.decided.clone(),
+            self.events.clone(),
+            self.fraud_providers.clone(),
+            self.fraud_members.clone(),
+            self.dead_letter.clone(),
+        ]
+    }
+}
+
 impl Default for Topics {
     fn default() -> Self {
         Self::new("", 8)

@@ -262,6 +262,32 @@ impl EmbeddedLog {
     }
 }
 
+/// Keeps the embedded log small: every `every`, compacts the compacted topics and trims
+/// records of the others that every group consumed more than `retention` ago. Runs
+/// until `shutdown` turns true.
+pub async fn maintain(
+    log: EmbeddedLog,
+    topics: Vec<TopicSpec>,
+    every: Duration,
+    retention: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+        for t in &topics {
+            let result = if t.compacted { log.compact(t).await } else { log.trim(t, retention).await };
+            match result {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(topic = %t.name, removed = n, "Log maintenance removed records."),
+                Err(e) => tracing::warn!(topic = %t.name, error = %e, "Log maintenance failed."),
+            }
+        }
+    }
+}
+
 /// One process's membership in a consumer group.
 #[derive(Debug)]
 pub struct EmbeddedConsumer {
