@@ -41,7 +41,10 @@ impl Server {
         let listener = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.http_addr))?;
-        let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+        let bus = Bus::Embedded(EmbeddedLog::with_instance(
+            store.clone(),
+            config.instance_id.as_deref(),
+        ));
         let topics = Topics::new(&config.topic_prefix, config.partitions);
         Ok(Self {
             listener,

@@ -41,10 +41,21 @@ pub struct EmbeddedLog {
 }
 
 impl EmbeddedLog {
+    /// A log whose leases belong to this process alone.
     pub fn new(store: Store) -> Self {
+        Self::with_instance(store, None)
+    }
+
+    /// A log whose leases belong to `instance` when given: a restarted instance with
+    /// the same name resumes its leases at once instead of waiting for them to expire.
+    /// Two live processes must never share a name.
+    pub fn with_instance(store: Store, instance: Option<&str>) -> Self {
         Self {
             store,
-            owner: uuid::Uuid::new_v4().to_string().into(),
+            owner: instance
+                .map(str::to_owned)
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+                .into(),
             wakers: Arc::default(),
         }
     }
@@ -278,10 +289,16 @@ pub async fn maintain(
             _ = shutdown.changed() => return,
         }
         for t in &topics {
-            let result = if t.compacted { log.compact(t).await } else { log.trim(t, retention).await };
+            let result = if t.compacted {
+                log.compact(t).await
+            } else {
+                log.trim(t, retention).await
+            };
             match result {
                 Ok(0) => {}
-                Ok(n) => tracing::debug!(topic = %t.name, removed = n, "Log maintenance removed records."),
+                Ok(n) => {
+                    tracing::debug!(topic = %t.name, removed = n, "Log maintenance removed records.")
+                }
                 Err(e) => tracing::warn!(topic = %t.name, error = %e, "Log maintenance failed."),
             }
         }

@@ -84,3 +84,19 @@ impl Store {
         .await?)
     }
 }
+
+impl Store {
+    /// Decision records per claim of a tenant: for checks that nothing was doubled.
+    pub async fn audit_counts(
+        &self,
+        tenant_id: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT entity_id, COUNT(*) FROM audit_records WHERE tenant_id = $1 AND action = 'claim.decided' GROUP BY entity_id",
+        )
+        .bind(tenant_id)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+}

@@ -1,0 +1,381 @@
+//! Nothing lost, nothing doubled (issue 4): the real `claims serve` process takes a
+//! stream of claims while it is killed with SIGKILL several times and restarted. Every
+//! claim that was accepted must reach exactly one decision, with one audit record and one
+//! id per event, on each store.
+
+// A test reports failure by panicking; unwrapping is the idiom here.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../api/support/backend.rs"]
+mod backend;
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use backend::{Backend, Database};
+use pipeline::bus::{Bus, EmbeddedLog};
+use pipeline::store::{Store, StoreOptions};
+use pipeline::topics::Topics;
+use rand::Rng;
+use serde_json::{json, Value};
+
+const CLAIMS: usize = 3000;
+const BATCH: usize = 100;
+const KILLS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_kill_9_loses_and_doubles_nothing() {
+    crash_test(Backend::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_kill_9_loses_and_doubles_nothing() {
+    crash_test(Backend::Postgres).await
+}
+
+struct Env {
+    vars: Vec<(String, String)>,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Env {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_claims"));
+        c.args(args)
+            .env_clear()
+            .envs(self.vars.iter().map(|(k, v)| (k, v)));
+        c
+    }
+
+    fn start(&self) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        self.command(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Ok(r) = client.get(format!("{base}/health/ready")).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the service did not become ready");
+}
+
+async fn call(
+    client: &reqwest::Client,
+    token: &str,
+    method: reqwest::Method,
+    url: String,
+    body: Value,
+) -> Value {
+    let r = client
+        .request(method, url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.json().await.unwrap_or(Value::Null)
+}
+
+fn claim(i: usize) -> Value {
+    // Amounts vary so that some claims are flagged and some blocked.
+    let amount = 1000 + (i as i64 * 7919) % 90_000;
+    json!({
+        "claim_id": format!("CLM-{i:05}"), "member_id": format!("MBR-{}", i % 97), "provider_id": "PRV-1",
+        "claim_amount": amount, "service_date": "2026-01-15",
+        "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
+    })
+}
+
+async fn crash_test(b: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(b, dir.path()).await;
+    let port = free_port();
+    let env = Env {
+        vars: vec![
+            ("CLAIMS_DATA_DIR".into(), dir.path().display().to_string()),
+            ("CLAIMS_DATABASE_URL".into(), db.url.clone()),
+            ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
+            ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
+            ("CLAIMS_PARTITIONS".into(), "4".into()),
+            // A restart resumes the dead process's leases at once, so kills land while
+            // the stages are busy rather than while they wait for leases to expire.
+            ("CLAIMS_INSTANCE_ID".into(), "crash-test".into()),
+            ("RUST_LOG".into(), "warn".into()),
+        ],
+        base: format!("http://127.0.0.1:{port}/api/v1"),
+        log: dir.path().join("service.log"),
+    };
+    assert!(env
+        .command(&[
+            "admin",
+            "create-tenant",
+            "--tenant-id",
+            "acme",
+            "--name",
+            "Acme"
+        ])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let scopes = "claims:write claims:read providers:write rulebooks:write";
+    let user = [
+        "admin",
+        "create-user",
+        "--tenant-id",
+        "acme",
+        "--email",
+        "ops@acme.example",
+        "--password",
+        "crash-test-pw",
+        "--scopes",
+        scopes,
+    ];
+    assert!(env.command(&user).output().unwrap().status.success());
+
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut child = env.start();
+    wait_ready(&client, &env.base).await;
+    let login: Value = client
+        .post(format!("{}/auth/login", env.base))
+        .json(&json!({"email": "ops@acme.example", "password": "crash-test-pw"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["access_token"].as_str().unwrap().to_owned();
+    use reqwest::Method;
+    call(
+        &client,
+        &token,
+        Method::POST,
+        format!("{}/providers", env.base),
+        json!({"provider_id": "PRV-1", "name": "Clinic"}),
+    )
+    .await;
+    call(
+        &client,
+        &token,
+        Method::POST,
+        format!("{}/providers/PRV-1/contracts", env.base),
+        json!({"effective_from": "2020-01-01"}),
+    )
+    .await;
+    let rb = call(&client, &token, Method::POST, format!("{}/rulebooks", env.base), json!({"name": "R", "rules": [
+        {"rule_id": "big", "when": "claim.claim_amount > 85000", "action": "block", "reason_code": "LIMIT"},
+        {"rule_id": "sevens", "when": "claim.claim_amount % 7 == 0", "action": "flag", "reason_code": "SEVENS"}
+    ]})).await;
+    call(
+        &client,
+        &token,
+        Method::POST,
+        format!(
+            "{}/rulebooks/{}/publish",
+            env.base,
+            rb["rulebook_id"].as_str().unwrap()
+        ),
+        json!({}),
+    )
+    .await;
+
+    // The submitter: each batch is sent until an answer comes back; a claim counts as
+    // accepted when it is `received` or, on a resend, a `CLAIM_DUPLICATE`.
+    let accepted = Arc::new(Mutex::new(HashSet::new()));
+    let submitter = {
+        let (client, token, base, accepted) = (
+            client.clone(),
+            token.clone(),
+            env.base.clone(),
+            accepted.clone(),
+        );
+        tokio::spawn(async move {
+            for start in (0..CLAIMS).step_by(BATCH) {
+                let items: Vec<Value> = (start..start + BATCH).map(claim).collect();
+                loop {
+                    let sent = client
+                        .post(format!("{base}/claims/batch"))
+                        .bearer_auth(&token)
+                        .json(&items)
+                        .send()
+                        .await;
+                    let Ok(r) = sent else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    };
+                    let Ok(body) = r.json::<Value>().await else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    };
+                    for item in body["results"].as_array().unwrap() {
+                        let ok = item["status"] == "received"
+                            || item["error"]["code"] == "CLAIM_DUPLICATE";
+                        assert!(ok, "unexpected item result {item}");
+                        accepted
+                            .lock()
+                            .unwrap()
+                            .insert(item["claim_id"].as_str().unwrap().to_owned());
+                    }
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let mut kills_during_intake = 0;
+    for _ in 0..KILLS {
+        let pause = rand::thread_rng().gen_range(150..700);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if !submitter.is_finished() {
+            kills_during_intake += 1;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        child = env.start();
+        wait_ready(&client, &env.base).await;
+    }
+    assert!(
+        kills_during_intake > 0,
+        "no kill landed while claims were being submitted"
+    );
+    submitter.await.unwrap();
+    let accepted = accepted.lock().unwrap().clone();
+    assert_eq!(
+        accepted.len(),
+        CLAIMS,
+        "every claim was eventually accepted"
+    );
+
+    // Wait for the pipeline to drain.
+    let store = Store::connect(&db.url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let pending = store
+            .claims(
+                "acme",
+                &pipeline::store::ClaimFilter {
+                    status: Some(schemas::claim::ClaimStatus::Received),
+                    ..Default::default()
+                },
+                None,
+                1,
+            )
+            .await
+            .unwrap();
+        if pending.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "claims still undecided; see {}",
+            env.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Every accepted claim has one decision, and nothing else is in the store.
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .claims("acme", &Default::default(), after.clone(), 500)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page
+            .last()
+            .map(|(at, v)| (*at, v.submission.claim_id.as_str().to_owned()));
+        all.extend(page);
+    }
+    let ids: HashSet<String> = all
+        .iter()
+        .map(|(_, c)| c.submission.claim_id.as_str().to_owned())
+        .collect();
+    assert_eq!(ids, accepted);
+    for (_, c) in &all {
+        assert!(
+            c.outcome.is_some() && c.audit_id.is_some(),
+            "{} undecided",
+            c.submission.claim_id
+        );
+    }
+    let audits = store.audit_counts("acme").await.unwrap();
+    assert_eq!(audits.len(), CLAIMS, "one audit record per claim");
+    assert!(
+        audits.values().all(|n| *n == 1),
+        "a claim has more than one decision record"
+    );
+
+    // Events: per claim, one id per kind, and the kinds its outcome calls for.
+    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let mut per_claim: HashMap<String, HashMap<String, HashSet<String>>> = HashMap::new();
+    for r in bus.scan(&Topics::new("", 4).events).await.unwrap() {
+        let e: Value = serde_json::from_slice(&r.value).unwrap();
+        per_claim
+            .entry(e["data"]["claim_id"].as_str().unwrap().to_owned())
+            .or_default()
+            .entry(e["event"].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(e["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(per_claim.len(), CLAIMS);
+    for (_, c) in &all {
+        let kinds = &per_claim[c.submission.claim_id.as_str()];
+        assert!(
+            kinds.values().all(|ids| ids.len() == 1),
+            "{}: {kinds:?}",
+            c.submission.claim_id
+        );
+        let expected: HashSet<&str> = match c.outcome.unwrap() {
+            schemas::claim::Outcome::Blocked => ["claim.blocked", "claim.completed"].into(),
+            schemas::claim::Outcome::Flagged => {
+                ["claim.flagged", "workflow.task.created", "claim.completed"].into()
+            }
+            _ => ["claim.completed"].into(),
+        };
+        assert_eq!(
+            kinds.keys().map(String::as_str).collect::<HashSet<_>>(),
+            expected,
+            "{}",
+            c.submission.claim_id
+        );
+    }
+}
