@@ -1,0 +1,290 @@
+//! End-to-end throughput of a running service on the embedded default (or on
+//! `CLAIMS_DATABASE_URL`): intake claims/s by batch and by single request, end-to-end
+//! claims/s (first 202 to last claim decided), p50/p99 latency from acceptance to
+//! decision, and the service's peak RSS. Run with `scripts/bench [N]`.
+#![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
+
+const BATCH: usize = 1000;
+const BATCH_CONCURRENCY: usize = 4;
+const SINGLE_CONCURRENCY: usize = 32;
+
+fn claim(i: usize) -> Value {
+    let amount = 1000 + (i as i64 * 7919) % 90_000;
+    json!({
+        "claim_id": format!("CLM-{i:07}"), "member_id": format!("MBR-{}", i % 5000), "provider_id": format!("PRV-{}", i % 20),
+        "claim_amount": amount, "service_date": "2026-01-15",
+        "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
+    })
+}
+
+fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .or_else(|| std::env::var("BENCH_N").ok()?.parse().ok())
+        .unwrap_or(100_000);
+    let singles = (n / 10).clamp(1, 10_000);
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}/api/v1");
+    let bin = env!("CARGO_BIN_EXE_claims");
+    let mut envs: Vec<(String, String)> = vec![
+        ("CLAIMS_DATA_DIR".into(), dir.path().display().to_string()),
+        ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
+        ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
+        ("RUST_LOG".into(), "warn".into()),
+    ];
+    if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
+        envs.push(("CLAIMS_DATABASE_URL".into(), url));
+    }
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .args(args)
+            .envs(envs.iter().cloned())
+            .output()
+            .unwrap()
+    };
+    assert!(run(&[
+        "admin",
+        "create-tenant",
+        "--tenant-id",
+        "bench",
+        "--name",
+        "Bench"
+    ])
+    .status
+    .success());
+    assert!(run(&[
+        "admin",
+        "create-user",
+        "--tenant-id",
+        "bench",
+        "--email",
+        "bench@bench.example",
+        "--password",
+        "bench-password",
+        "--scopes",
+        "claims:write claims:read providers:write rulebooks:write"
+    ])
+    .status
+    .success());
+    let mut child: Child = Command::new(bin)
+        .arg("serve")
+        .envs(envs.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client
+        .get(format!("{base}/health/ready"))
+        .send()
+        .await
+        .map(|r| !r.status().is_success())
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "the service did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let login: Value = client
+        .post(format!("{base}/auth/login"))
+        .json(&json!({"email": "bench@bench.example", "password": "bench-password"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["access_token"].as_str().unwrap().to_owned();
+    let post = |path: String, body: Value| {
+        let (client, token) = (client.clone(), token.clone());
+        async move {
+            client
+                .post(path)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    for p in 0..20 {
+        post(
+            format!("{base}/providers"),
+            json!({"provider_id": format!("PRV-{p}"), "name": "Clinic"}),
+        )
+        .await;
+        post(
+            format!("{base}/providers/PRV-{p}/contracts"),
+            json!({"effective_from": "2020-01-01", "fee_schedule": {"99213": 60000}}),
+        )
+        .await;
+    }
+    let rules: Vec<Value> = (0..20)
+        .map(|i| json!({"rule_id": format!("r{i}"), "when": format!("claim.claim_amount > {} && member_history.claims_last_24h > {}", 80_000 + i, 50 + i), "action": "flag", "reason_code": "R"}))
+        .collect();
+    let rb: Value = post(
+        format!("{base}/rulebooks"),
+        json!({"name": "Bench", "rules": rules}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    post(
+        format!(
+            "{base}/rulebooks/{}/publish",
+            rb["rulebook_id"].as_str().unwrap()
+        ),
+        json!({}),
+    )
+    .await;
+
+    println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
+    let started = Instant::now();
+    let accepted: usize = stream::iter((0..n).step_by(BATCH))
+        .map(|start| {
+            let items: Vec<Value> = (start..(start + BATCH).min(n)).map(claim).collect();
+            let f = post(format!("{base}/claims/batch"), Value::Array(items));
+            async move {
+                f.await.json::<Value>().await.unwrap()["accepted"]
+                    .as_u64()
+                    .unwrap() as usize
+            }
+        })
+        .buffer_unordered(BATCH_CONCURRENCY)
+        .fold(0, |a, b| async move { a + b })
+        .await;
+    let batch_secs = started.elapsed().as_secs_f64();
+    assert_eq!(accepted, n, "every batched claim accepted");
+    println!(
+        "intake, batch:  {:>9.0} claims/s ({n} in {batch_secs:.2} s)",
+        n as f64 / batch_secs
+    );
+
+    // Wait for the batch load to be decided before measuring single intake alone.
+    let store = pipeline::store::Store::connect(
+        &std::env::var("CLAIMS_DATABASE_URL")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("claims.db").display())),
+        &pipeline::store::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let undecided = || {
+        let store = store.clone();
+        async move {
+            let filter = pipeline::store::ClaimFilter {
+                status: Some(schemas::claim::ClaimStatus::Received),
+                ..Default::default()
+            };
+            !store
+                .claims("bench", &filter, None, 1)
+                .await
+                .unwrap()
+                .is_empty()
+        }
+    };
+    while undecided().await {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let e2e_secs = started.elapsed().as_secs_f64();
+    println!(
+        "end to end:     {:>9.0} claims/s (first 202 to last decision: {e2e_secs:.2} s)",
+        n as f64 / e2e_secs
+    );
+
+    let started = Instant::now();
+    let ok = stream::iter(n..n + singles)
+        .map(|i| {
+            let f = post(format!("{base}/claims/intake"), claim(i));
+            async move { f.await.status().as_u16() == 202 }
+        })
+        .buffer_unordered(SINGLE_CONCURRENCY)
+        .filter(|ok| std::future::ready(*ok))
+        .count()
+        .await;
+    let single_secs = started.elapsed().as_secs_f64();
+    assert_eq!(ok, singles, "every single claim accepted");
+    println!(
+        "intake, single: {:>9.0} claims/s ({singles} in {single_secs:.2} s)",
+        singles as f64 / single_secs
+    );
+    while undecided().await {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Latency from acceptance to decision, from the snapshots' own timestamps.
+    let mut latencies = Vec::with_capacity(n + singles);
+    let mut after = None;
+    loop {
+        let page = store
+            .claims("bench", &Default::default(), after.clone(), 500)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page
+            .last()
+            .map(|(at, v)| (*at, v.submission.claim_id.as_str().to_owned()));
+        for (received, c) in &page {
+            let decided = time::OffsetDateTime::parse(
+                &c.updated_at,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap();
+            latencies.push((pipeline::clock::to_ms(decided) - received) as f64);
+        }
+    }
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "latency 202 to decision: p50 {:.0} ms, p99 {:.0} ms ({} claims)",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.len()
+    );
+    println!("service peak RSS: {:.0} MiB", peak_rss_mib(child.id()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
