@@ -55,7 +55,7 @@ pub async fn accept(
             "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
              rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
              ON CONFLICT (tenant_id, claim_id) DO NOTHING RETURNING claim_id",
-            values_list(chunk.len(), 12)
+            values_list(store.backend(), chunk.len(), 12)
         );
         let mut q = sqlx::query_scalar::<_, String>(&sql);
         for c in chunk {

@@ -69,7 +69,7 @@ impl EmbeddedLog {
     pub async fn ensure_topic(&self, topic: &TopicSpec) -> Result<(), BusError> {
         let sql = format!(
             "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES {} ON CONFLICT (topic, partition) DO NOTHING",
-            values_list(topic.partitions as usize, 3)
+            values_list(self.store.backend(), topic.partitions as usize, 3)
         );
         let mut q = sqlx::query(&sql);
         for p in 0..topic.partitions {
@@ -180,7 +180,7 @@ impl EmbeddedLog {
         {
             let sql = format!(
                 "INSERT INTO bus_records (topic, partition, \"offset\", record_key, value, timestamp_ms) VALUES {}",
-                values_list(chunk.len(), 6)
+                values_list(self.store.backend(), chunk.len(), 6)
             );
             let mut q = sqlx::query(&sql);
             for (m, (p, o)) in chunk {
@@ -474,7 +474,7 @@ impl EmbeddedConsumer {
             "INSERT INTO bus_offsets (group_id, topic, partition, next_offset) VALUES {} \
              ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = excluded.next_offset \
              WHERE bus_offsets.next_offset < excluded.next_offset",
-            values_list(next.len(), 4)
+            values_list(self.log.store.backend(), next.len(), 4)
         );
         let mut q = sqlx::query(&sql);
         for ((topic, p), o) in next {

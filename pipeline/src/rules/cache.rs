@@ -35,6 +35,11 @@ impl Default for RulebookCache {
 }
 
 impl RulebookCache {
+    /// The compiled rulebook `id`, if it was compiled before.
+    pub fn get(&self, id: &str) -> Option<Arc<CompiledRulebook>> {
+        self.cache.get(id)
+    }
+
     /// The compiled form of rulebook `id`, compiling `rules` on first use.
     pub fn get_or_compile(
         &self,

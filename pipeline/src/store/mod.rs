@@ -207,10 +207,11 @@ fn with_create_mode(url: &str) -> String {
     }
 }
 
-/// `($1, $2), ($3, $4)` for `rows` rows of `cols` values: the multi-row VALUES list in
-/// the `$n` form both engines accept (sqlx's `QueryBuilder` writes `?` for `Any`, which
-/// PostgreSQL refuses).
-pub(crate) fn values_list(rows: usize, cols: usize) -> String {
+/// The multi-row VALUES list for `rows` rows of `cols` values, bound in order. sqlx's
+/// `QueryBuilder` writes `?` for `Any`, which PostgreSQL refuses, so PostgreSQL gets
+/// `($1, $2), ($3, $4)`; SQLite gets plain `?`, because sqlx looks each `$n` up by name
+/// there, which is quadratic in the number of parameters and dominated large inserts.
+pub(crate) fn values_list(backend: Backend, rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {
@@ -221,8 +222,13 @@ pub(crate) fn values_list(rows: usize, cols: usize) -> String {
             if c > 0 {
                 out.push_str(", ");
             }
-            out.push('$');
-            out.push_str(&(r * cols + c + 1).to_string());
+            match backend {
+                Backend::Sqlite => out.push('?'),
+                Backend::Postgres => {
+                    out.push('$');
+                    out.push_str(&(r * cols + c + 1).to_string());
+                }
+            }
         }
         out.push(')');
     }
@@ -238,8 +244,9 @@ pub(crate) fn parse_scopes(s: &str) -> schemas::ScopeSet {
 mod tests {
     #[test]
     fn values_list_numbers_placeholders_row_by_row() {
-        assert_eq!(super::values_list(2, 3), "($1, $2, $3), ($4, $5, $6)");
-        assert_eq!(super::values_list(1, 1), "($1)");
+        use super::Backend::{Postgres, Sqlite};
+        assert_eq!(super::values_list(Postgres, 2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
     }
 }
 
