@@ -245,7 +245,10 @@ mod tests {
     #[test]
     fn values_list_numbers_placeholders_row_by_row() {
         use super::Backend::{Postgres, Sqlite};
-        assert_eq!(super::values_list(Postgres, 2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(
+            super::values_list(Postgres, 2, 3),
+            "($1, $2, $3), ($4, $5, $6)"
+        );
         assert_eq!(super::values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
     }
 }
