@@ -255,28 +255,20 @@ async fn main() {
     }
 
     // Latency from acceptance to decision, from the snapshots' own timestamps.
-    let mut latencies = Vec::with_capacity(n + singles);
-    let mut after = None;
-    loop {
-        let page = store
-            .claims("bench", &Default::default(), after.clone(), 500)
-            .await
-            .unwrap();
-        if page.is_empty() {
-            break;
-        }
-        after = page
-            .last()
-            .map(|(at, v)| (*at, v.submission.claim_id.as_str().to_owned()));
-        for (received, c) in &page {
+    let mut latencies: Vec<f64> = store
+        .all_claims("bench")
+        .await
+        .unwrap()
+        .iter()
+        .map(|(received, c)| {
             let decided = time::OffsetDateTime::parse(
                 &c.updated_at,
                 &time::format_description::well_known::Rfc3339,
             )
             .unwrap();
-            latencies.push((pipeline::clock::to_ms(decided) - received) as f64);
-        }
-    }
+            (pipeline::clock::to_ms(decided) - received) as f64
+        })
+        .collect();
     latencies.sort_by(|a, b| a.total_cmp(b));
     println!(
         "latency 202 to decision: p50 {:.0} ms, p99 {:.0} ms ({} claims)",

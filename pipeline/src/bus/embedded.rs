@@ -228,14 +228,7 @@ impl EmbeddedLog {
         .map_err(StoreError::from)?;
         Ok(rows
             .into_iter()
-            .map(|r| Record {
-                topic: topic.name.clone(),
-                partition: r.partition as u32,
-                offset: r.offset,
-                key: r.record_key,
-                value: r.value,
-                timestamp_ms: r.timestamp_ms,
-            })
+            .map(|r| r.into_record(&topic.name))
             .collect())
     }
 
@@ -329,6 +322,19 @@ struct Row {
     timestamp_ms: i64,
 }
 
+impl Row {
+    fn into_record(self, topic: &str) -> Record {
+        Record {
+            topic: topic.to_owned(),
+            partition: self.partition as u32,
+            offset: self.offset,
+            key: self.record_key,
+            value: self.value,
+            timestamp_ms: self.timestamp_ms,
+        }
+    }
+}
+
 impl EmbeddedConsumer {
     pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
         let deadline = Instant::now() + wait;
@@ -393,14 +399,7 @@ impl EmbeddedConsumer {
                 .map_err(StoreError::from)?;
                 let next = rows.last().map(|r| r.offset + 1).unwrap_or(from);
                 self.positions.insert(key, next);
-                out.extend(rows.into_iter().map(|r| Record {
-                    topic: topic.name.clone(),
-                    partition: r.partition as u32,
-                    offset: r.offset,
-                    key: r.record_key,
-                    value: r.value,
-                    timestamp_ms: r.timestamp_ms,
-                }));
+                out.extend(rows.into_iter().map(|r| r.into_record(&topic.name)));
             }
         }
         Ok(out)

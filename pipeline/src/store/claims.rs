@@ -75,6 +75,24 @@ impl Store {
         row.map(ClaimRow::into_view).transpose()
     }
 
+    /// Every claim of a tenant with its `received_at`, oldest first, read page by page:
+    /// for operators' checks and benchmarks, not for the API.
+    pub async fn all_claims(&self, tenant_id: &str) -> Result<Vec<(i64, ClaimView)>, StoreError> {
+        let mut all: Vec<(i64, ClaimView)> = Vec::new();
+        loop {
+            let after = all
+                .last()
+                .map(|(at, v)| (*at, v.submission.claim_id.as_str().to_owned()));
+            let page = self
+                .claims(tenant_id, &ClaimFilter::default(), after, 1000)
+                .await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
     /// Claims oldest first by (received_at, claim_id), after the cursor `after`.
     pub async fn claims(
         &self,
