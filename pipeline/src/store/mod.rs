@@ -240,6 +240,13 @@ pub(crate) fn parse_scopes(s: &str) -> schemas::ScopeSet {
     schemas::ScopeSet::parse_space_separated(s).unwrap_or_default()
 }
 
+impl FromStr for Backend {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::of_url(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -250,12 +257,5 @@ mod tests {
             "($1, $2, $3), ($4, $5, $6)"
         );
         assert_eq!(super::values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
-    }
-}
-
-impl FromStr for Backend {
-    type Err = StoreError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::of_url(s)
     }
 }
