@@ -38,19 +38,9 @@ pub async fn ready_tenant(app: &TestApp, tenant: &str) -> Session {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let r = app
-        .call(Method::POST, "/rulebooks", Some(&s.access), Some(json!({"name": "Standard", "rules": [
+    app.publish_rulebook(&s.access, json!([
             {"rule_id": "huge", "when": "claim.claim_amount > 5000000", "action": "block", "reason_code": "AMOUNT_LIMIT"}
-        ]})))
-        .await;
-    let id = r.body["rulebook_id"].as_str().unwrap().to_owned();
-    app.call(
-        Method::POST,
-        &format!("/rulebooks/{id}/publish"),
-        Some(&s.access),
-        None,
-    )
-    .await;
+        ])).await;
     s
 }
 

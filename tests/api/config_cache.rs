@@ -74,17 +74,7 @@ async fn a_processs_own_changes_are_seen_at_once(b: Backend) {
         r.body["contract_id"].as_str().unwrap()
     );
 
-    let rb = app
-        .call(Method::POST, "/rulebooks", Some(&s.access), Some(json!({"name": "R", "rules": [{"rule_id": "r1", "when": "claim.claim_amount > 10", "action": "flag", "reason_code": "BIG"}]})))
-        .await;
-    let id = rb.body["rulebook_id"].as_str().unwrap();
-    app.call(
-        Method::POST,
-        &format!("/rulebooks/{id}/publish"),
-        Some(&s.access),
-        None,
-    )
-    .await;
+    let id = app.publish_rulebook(&s.access, json!([{"rule_id": "r1", "when": "claim.claim_amount > 10", "action": "flag", "reason_code": "BIG"}])).await;
     let active = cache
         .active_rulebook("acme")
         .await
@@ -113,22 +103,7 @@ async fn another_processs_changes_are_seen_within_the_bound(b: Backend) {
         Some(json!({"fraud_flag_threshold": 0.25})),
     )
     .await;
-    let rb = a
-        .call(
-            Method::POST,
-            "/rulebooks",
-            Some(&s.access),
-            Some(json!({"name": "R", "rules": []})),
-        )
-        .await;
-    let id = rb.body["rulebook_id"].as_str().unwrap().to_owned();
-    a.call(
-        Method::POST,
-        &format!("/rulebooks/{id}/publish"),
-        Some(&s.access),
-        None,
-    )
-    .await;
+    let id = a.publish_rulebook(&s.access, json!([])).await;
     let changed = Instant::now();
 
     let deadline = changed + bound + Duration::from_secs(2);

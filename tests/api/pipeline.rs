@@ -49,26 +49,6 @@ async fn events(app: &TestApp, tenant: &str, id: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn publish_rules(app: &TestApp, s: &Session, rules: Value) {
-    let r = app
-        .call(
-            Method::POST,
-            "/rulebooks",
-            Some(&s.access),
-            Some(json!({"name": "Custom", "rules": rules})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    let id = r.body["rulebook_id"].as_str().unwrap();
-    app.call(
-        Method::POST,
-        &format!("/rulebooks/{id}/publish"),
-        Some(&s.access),
-        None,
-    )
-    .await;
-}
-
 async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Backend) {
     let app = TestApp::spawn(b).await;
     let s = ready_tenant(&app, "acme").await;
@@ -138,7 +118,7 @@ async fn a_hard_stop_blocks_a_claim(b: Backend) {
 async fn a_flag_rule_sends_a_claim_to_review_with_a_task(b: Backend) {
     let app = TestApp::spawn(b).await;
     let s = ready_tenant(&app, "acme").await;
-    publish_rules(&app, &s, json!([{"rule_id": "cardio", "description": "Cardiology over 100.00", "when": "provider.specialty == 'cardiology' && claim.claim_amount > 10000", "action": "flag", "reason_code": "SPECIALTY_REVIEW"}])).await;
+    app.publish_rulebook(&s.access, json!([{"rule_id": "cardio", "description": "Cardiology over 100.00", "when": "provider.specialty == 'cardiology' && claim.claim_amount > 10000", "action": "flag", "reason_code": "SPECIALTY_REVIEW"}])).await;
     app.call(
         Method::POST,
         "/claims/intake",
@@ -169,7 +149,7 @@ async fn a_flag_rule_sends_a_claim_to_review_with_a_task(b: Backend) {
 async fn a_decline_rule_declines_a_claim(b: Backend) {
     let app = TestApp::spawn(b).await;
     let s = ready_tenant(&app, "acme").await;
-    publish_rules(&app, &s, json!([{"rule_id": "diabetes", "when": "'E11.9' in claim.diagnosis_codes", "action": "decline", "reason_code": "NOT_COVERED"}])).await;
+    app.publish_rulebook(&s.access, json!([{"rule_id": "diabetes", "when": "'E11.9' in claim.diagnosis_codes", "action": "decline", "reason_code": "NOT_COVERED"}])).await;
     app.call(
         Method::POST,
         "/claims/intake",

@@ -203,6 +203,30 @@ impl TestApp {
         Reply::from(req.send().await.unwrap()).await
     }
 
+    /// Creates a rulebook with these rules and publishes it; answers its id.
+    pub async fn publish_rulebook(&self, token: &str, rules: Value) -> String {
+        let r = self
+            .call(
+                Method::POST,
+                "/rulebooks",
+                Some(token),
+                Some(json!({"name": "Test rules", "rules": rules})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        let id = r.body["rulebook_id"].as_str().unwrap().to_owned();
+        let p = self
+            .call(
+                Method::POST,
+                &format!("/rulebooks/{id}/publish"),
+                Some(token),
+                None,
+            )
+            .await;
+        assert_eq!(p.status, StatusCode::OK, "{}", p.body);
+        id
+    }
+
     pub async fn get(&self, path: &str, token: &str) -> Reply {
         self.call(Method::GET, path, Some(token), None).await
     }
