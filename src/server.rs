@@ -41,11 +41,13 @@ impl Server {
         let listener = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.http_addr))?;
-        let bus = Bus::Embedded(EmbeddedLog::with_instance(
-            store.clone(),
-            config.instance_id.as_deref(),
-        ));
+        let log = EmbeddedLog::with_instance(store.clone(), config.instance_id.as_deref());
         let topics = Topics::new(&config.topic_prefix, config.partitions);
+        // Created once here, so that intake's hot path need not check for them.
+        log.ensure_topics(&topics.all())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the topics: {e}"))?;
+        let bus = Bus::Embedded(log);
         Ok(Self {
             listener,
             state: AppState::new(store, keys, config.api.clone(), bus, topics),

@@ -36,7 +36,8 @@ pub fn claim_key(tenant_id: &str, claim_id: &str) -> String {
 const ROWS_PER_INSERT: usize = 2000;
 
 /// Accepts the claims (already validated, distinct ids); answers, per claim, whether it
-/// was new (`false`: a claim with that id exists for the tenant).
+/// was new (`false`: a claim with that id exists for the tenant). The intake topic must
+/// exist: the service creates its topics at start (`EmbeddedLog::ensure_topics`).
 pub async fn accept(
     store: &Store,
     log: &EmbeddedLog,
@@ -46,7 +47,6 @@ pub async fn accept(
     if commands.is_empty() {
         return Ok(Vec::new());
     }
-    log.ensure_topic(topic).await.map_err(into_store)?;
     let now = now_ms();
     let mut tx = store.writer().begin().await?;
     let mut inserted = std::collections::HashSet::new();

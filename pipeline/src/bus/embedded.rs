@@ -81,6 +81,14 @@ impl EmbeddedLog {
         Ok(())
     }
 
+    /// Creates every topic that does not exist yet.
+    pub async fn ensure_topics(&self, topics: &[TopicSpec]) -> Result<(), BusError> {
+        for t in topics {
+            self.ensure_topic(t).await?;
+        }
+        Ok(())
+    }
+
     /// Appends `messages`; answers the (partition, offset) of each, in input order.
     pub async fn publish(
         &self,
