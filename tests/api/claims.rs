@@ -328,10 +328,41 @@ async fn claims_are_listed_with_filters_and_a_cursor(b: Backend) {
         }
     }
     assert_eq!(seen, ["CLM-0", "CLM-1", "CLM-2", "CLM-3", "CLM-4"]);
-    let received = app
-        .get("/claims?status=received&provider_id=PRV-1", &s.access)
-        .await;
-    assert_eq!(received.body["data"].as_array().unwrap().len(), 5);
+    // The pipeline decides the claims while the test runs: let it settle, then every
+    // claim is in exactly one status, and each filter returns only its own.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !app.get("/claims?status=received", &s.access).await.body["data"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "claims were not decided"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut by_status = 0;
+    for status in ["received", "processing", "pending_review", "completed"] {
+        let page = app
+            .get(
+                &format!("/claims?status={status}&provider_id=PRV-1"),
+                &s.access,
+            )
+            .await;
+        let data = page.body["data"].as_array().unwrap();
+        assert!(
+            data.iter().all(|c| c["status"] == status),
+            "{status}: {}",
+            page.body
+        );
+        by_status += data.len();
+    }
+    assert_eq!(by_status, 5);
+    assert_eq!(
+        app.get("/claims?provider_id=PRV-2", &s.access).await.body["data"],
+        json!([])
+    );
     let none = app.get("/claims?outcome=BLOCKED", &s.access).await;
     assert_eq!(none.body["data"], json!([]));
     let later = app
