@@ -55,7 +55,16 @@ async fn main() {
         .or_else(|| std::env::var("BENCH_N").ok()?.parse().ok())
         .unwrap_or(100_000);
     let singles = (n / 10).clamp(1, 10_000);
-    let dir = tempfile::tempdir().unwrap();
+    // BENCH_KEEP_DIR=1 keeps the service's data for inspection afterwards.
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().to_owned();
+    let _cleanup = match std::env::var_os("BENCH_KEEP_DIR") {
+        Some(_) => {
+            println!("data kept in {}", temp.keep().display());
+            None
+        }
+        None => Some(temp),
+    };
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -64,7 +73,7 @@ async fn main() {
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = env!("CARGO_BIN_EXE_claims");
     let mut envs: Vec<(String, String)> = vec![
-        ("CLAIMS_DATA_DIR".into(), dir.path().display().to_string()),
+        ("CLAIMS_DATA_DIR".into(), dir.display().to_string()),
         ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
         ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
         ("RUST_LOG".into(), "warn".into()),
@@ -206,7 +215,7 @@ async fn main() {
     // Wait for the batch load to be decided before measuring single intake alone.
     let store = pipeline::store::Store::connect(
         &std::env::var("CLAIMS_DATABASE_URL")
-            .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("claims.db").display())),
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("claims.db").display())),
         &pipeline::store::StoreOptions::default(),
     )
     .await

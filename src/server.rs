@@ -132,7 +132,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
 
 /// Records a stage takes per batch: large enough to amortise a transaction, small
 /// enough to keep latency low.
-const STAGE_BATCH: usize = 500;
+const STAGE_BATCH: usize = 2000;
 /// How often the embedded log is compacted and trimmed.
 const LOG_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long consumed records stay in the embedded log, for inspection.

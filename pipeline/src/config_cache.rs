@@ -92,7 +92,7 @@ impl ConfigCache {
                 // A stored rulebook compiled when it was created; failing now would mean
                 // the engine changed under it, which is a bug to report, not to hide.
                 let c = compiled
-                    .get_or_compile(&rb.rulebook_id, &rb.rules)
+                    .get_or_compile(tenant_id, &rb.rulebook_id, &rb.rules)
                     .map_err(|e| {
                         StoreError::Config(format!(
                             "rulebook {} no longer compiles: {e}",

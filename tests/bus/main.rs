@@ -34,6 +34,7 @@ both_backends!(
     one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
     compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones,
     concurrent_publishers_get_distinct_gapless_offsets,
+    outputs_and_the_commit_of_their_inputs_land_together,
 );
 
 struct Fixture {
@@ -325,4 +326,84 @@ async fn concurrent_publishers_get_distinct_gapless_offsets(b: Backend) {
         offsets.extend(got.into_iter().map(|r| r.offset));
     }
     assert_eq!(offsets, (0..160).collect::<Vec<_>>());
+}
+
+async fn outputs_and_the_commit_of_their_inputs_land_together(b: Backend) {
+    let f = fixture(b).await;
+    let (input, output) = (topic("in", false), topic("out", false));
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    bus.publish(&input, &[msg("k", "1"), msg("k", "2")])
+        .await
+        .unwrap();
+    let mut c = bus
+        .consumer("g", std::slice::from_ref(&input))
+        .await
+        .unwrap();
+    let batch = c.poll(10, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(batch.len(), 2);
+
+    // A record already sits where the next append to `clash` goes (as if the log were
+    // damaged), so publishing there fails the whole transaction: neither the outputs
+    // nor the commit land, and the batch comes again.
+    let clash = TopicSpec::new("clash", 1, false);
+    bus.publish(&clash, &[]).await.unwrap();
+    let raw = sqlx::AnyPool::connect(&f._db.url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES ('clash', 0, 0) ON CONFLICT DO NOTHING",
+    )
+    .execute(&raw)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO bus_records (topic, partition, \"offset\", record_key, value, timestamp_ms) \
+         VALUES ('clash', 0, 0, 'k', $1, 0)",
+    )
+    .bind(b"squatter".to_vec())
+    .execute(&raw)
+    .await
+    .unwrap();
+    let poisoned = clash.clone();
+    assert!(c
+        .publish_and_commit(
+            &[
+                (output.clone(), vec![msg("k", "out-1")]),
+                (poisoned, vec![msg("k", "never")])
+            ],
+            &batch
+        )
+        .await
+        .is_err());
+    let mut out = bus
+        .consumer("reader", std::slice::from_ref(&output))
+        .await
+        .unwrap();
+    assert!(out
+        .poll(10, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .is_empty());
+    let mut again = bus
+        .consumer("g", std::slice::from_ref(&input))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.poll(10, Duration::from_secs(1)).await.unwrap().len(),
+        2
+    );
+
+    // Done properly, both land: the output is readable and the group has moved on.
+    again
+        .publish_and_commit(&[(output.clone(), vec![msg("k", "out-1")])], &batch)
+        .await
+        .unwrap();
+    assert_eq!(out.poll(10, Duration::from_secs(1)).await.unwrap().len(), 1);
+    let mut after = bus
+        .consumer("g", std::slice::from_ref(&input))
+        .await
+        .unwrap();
+    assert!(after
+        .poll(10, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -468,6 +468,58 @@ impl EmbeddedConsumer {
 
     /// Stores, per partition, the offset after the last of `records`.
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
+        self.publish_and_commit(&[], records).await
+    }
+
+    /// Appends `outputs` and commits `records` in one transaction: the outputs of a
+    /// batch and the group's progress past it become durable together, so a crash never
+    /// leaves outputs published for a batch that will be processed again. One fsync per
+    /// batch instead of two.
+    pub async fn publish_and_commit(
+        &mut self,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        let mut attempt_create = true;
+        loop {
+            let mut tx = self
+                .log
+                .store
+                .writer()
+                .begin()
+                .await
+                .map_err(StoreError::from)?;
+            let mut missing = None;
+            for (topic, messages) in outputs {
+                match self.log.append_in(&mut tx, topic, messages).await {
+                    Ok(_) => {}
+                    Err(BusError::UnknownTopic(_)) if attempt_create => {
+                        missing = Some(topic);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(topic) = missing {
+                drop(tx);
+                self.log.ensure_topic(topic).await?;
+                attempt_create = false;
+                continue;
+            }
+            self.commit_in(&mut tx, records).await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            for (topic, _) in outputs {
+                self.log.wake(&topic.name);
+            }
+            return Ok(());
+        }
+    }
+
+    async fn commit_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        records: &[Record],
+    ) -> Result<(), BusError> {
         let mut next: HashMap<(&str, u32), i64> = HashMap::new();
         for r in records {
             let e = next.entry((r.topic.as_str(), r.partition)).or_insert(0);
@@ -487,9 +539,7 @@ impl EmbeddedConsumer {
         for ((topic, p), o) in next {
             q = q.bind(&self.group).bind(topic).bind(i64::from(p)).bind(o);
         }
-        q.execute(self.log.store.writer())
-            .await
-            .map_err(StoreError::from)?;
+        q.execute(&mut **tx).await.map_err(StoreError::from)?;
         Ok(())
     }
 }

@@ -3,9 +3,10 @@
 //! Kafka's, so that the Kafka implementation slots in behind the same types; the first
 //! implementation is the embedded log, durable in the store.
 //!
-//! A stage's loop is: `poll` a batch, process it, `publish` every output (durable when
-//! it returns), then `commit` the batch. A crash anywhere before the commit redelivers
-//! the batch, so stages must be idempotent.
+//! A stage's loop is: `poll` a batch, process it, then `publish_and_commit`: every
+//! output and the group's progress past the batch become durable together. A crash
+//! before that redelivers the batch; stages are idempotent all the same, since a stage's
+//! own store writes (snapshots) commit separately.
 
 pub mod embedded;
 mod error;
@@ -69,6 +70,20 @@ impl Consumer {
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
         match self {
             Consumer::Embedded(c) => c.commit(records).await,
+        }
+    }
+
+    /// Publishes `outputs` (messages per topic, in order per key) and marks `records`
+    /// processed, atomically: either both are durable or neither is. This is Kafka's
+    /// transactional produce with the consumer's offsets in the transaction; on the
+    /// embedded log it is one store transaction.
+    pub async fn publish_and_commit(
+        &mut self,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        match self {
+            Consumer::Embedded(c) => c.publish_and_commit(outputs, records).await,
         }
     }
 }

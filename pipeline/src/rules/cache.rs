@@ -1,4 +1,4 @@
-//! Compiled rulebooks, kept by rulebook id. A rulebook's rules never change after it is
+//! Compiled rulebooks, kept by tenant and rulebook id. A rulebook's rules never change after it is
 //! created, so an entry never goes stale; the cache is bounded by count and entries
 //! unused for an hour are dropped.
 
@@ -12,7 +12,9 @@ use super::compile::{compile, CompileError, CompiledRulebook};
 
 #[derive(Clone)]
 pub struct RulebookCache {
-    cache: Cache<String, Arc<CompiledRulebook>>,
+    /// Keyed by (tenant, rulebook id): ids are unique, but a tenant's key can never
+    /// reach another tenant's entry even if one were not.
+    cache: Cache<(String, String), Arc<CompiledRulebook>>,
 }
 
 impl std::fmt::Debug for RulebookCache {
@@ -35,22 +37,24 @@ impl Default for RulebookCache {
 }
 
 impl RulebookCache {
-    /// The compiled rulebook `id`, if it was compiled before.
-    pub fn get(&self, id: &str) -> Option<Arc<CompiledRulebook>> {
-        self.cache.get(id)
+    /// The tenant's compiled rulebook `id`, if it was compiled before.
+    pub fn get(&self, tenant_id: &str, id: &str) -> Option<Arc<CompiledRulebook>> {
+        self.cache.get(&(tenant_id.to_owned(), id.to_owned()))
     }
 
-    /// The compiled form of rulebook `id`, compiling `rules` on first use.
+    /// The compiled form of the tenant's rulebook `id`, compiling `rules` on first use.
     pub fn get_or_compile(
         &self,
+        tenant_id: &str,
         id: &str,
         rules: &[Rule],
     ) -> Result<Arc<CompiledRulebook>, CompileError> {
-        if let Some(hit) = self.cache.get(id) {
+        if let Some(hit) = self.get(tenant_id, id) {
             return Ok(hit);
         }
         let compiled = Arc::new(compile(rules)?);
-        self.cache.insert(id.to_owned(), compiled.clone());
+        self.cache
+            .insert((tenant_id.to_owned(), id.to_owned()), compiled.clone());
         Ok(compiled)
     }
 }

@@ -26,15 +26,31 @@ pub struct RuleHit {
     pub description: Arc<str>,
 }
 
-/// What one rule did.
+/// What one rule did. Most rules of most claims do not match, so the common case is
+/// kept short on the wire: `detail` is left out when it is [`NOT_MATCHED`], `error`
+/// when false. A trace rides on every record after the rules stage and in every audit
+/// record, so its size is throughput.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceEntry {
     pub rule_id: Arc<str>,
     pub action: RuleAction,
     pub matched: bool,
     /// Why: the value `when` produced, the amount an adjust rule set, or the error.
+    #[serde(default = "not_matched", skip_serializing_if = "is_not_matched")]
     pub detail: Cow<'static, str>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub error: bool,
+}
+
+/// The detail of a rule whose `when` was false.
+pub const NOT_MATCHED: &str = "when evaluated to false";
+
+fn not_matched() -> Cow<'static, str> {
+    Cow::Borrowed(NOT_MATCHED)
+}
+
+fn is_not_matched(detail: &str) -> bool {
+    detail == NOT_MATCHED
 }
 
 /// The result of evaluating a rulebook on one claim.
@@ -83,7 +99,7 @@ impl CompiledRulebook {
         for r in &self.rules {
             let (matched, detail, error) = match r.when.execute(&ctx) {
                 Ok(Value::Bool(true)) => (true, Cow::Borrowed("when evaluated to true"), false),
-                Ok(Value::Bool(false)) => (false, Cow::Borrowed("when evaluated to false"), false),
+                Ok(Value::Bool(false)) => (false, Cow::Borrowed(NOT_MATCHED), false),
                 Ok(other) => (
                     false,
                     format!("when must give a bool, gave {}", kind(&other)).into(),

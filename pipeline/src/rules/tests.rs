@@ -126,6 +126,17 @@ fn a_rulebook_with_every_action_evaluates_to_the_expected_result_and_trace() {
         "{}",
         ev.trace[3].detail
     );
+
+    // On the wire a rule that did not match is only its id, action and `matched`; the
+    // trace reads back the same.
+    let wire = serde_json::to_value(&ev.trace).unwrap();
+    assert_eq!(
+        wire[0],
+        serde_json::json!({"rule_id": "big", "action": "block", "matched": false})
+    );
+    assert!(wire[3]["detail"].is_string());
+    let back: Vec<TraceEntry> = serde_json::from_value(wire).unwrap();
+    assert_eq!(back, ev.trace);
 }
 
 #[test]
@@ -337,8 +348,13 @@ fn rule_fields_are_checked() {
 fn the_cache_compiles_once_per_rulebook() {
     let cache = RulebookCache::default();
     let rules = [rule("a", "true", RuleAction::Flag)];
-    let first = cache.get_or_compile("rb-1", &rules).unwrap();
-    let second = cache.get_or_compile("rb-1", &[]).unwrap();
+    let first = cache.get_or_compile("acme", "rb-1", &rules).unwrap();
+    let second = cache.get_or_compile("acme", "rb-1", &[]).unwrap();
     assert!(std::sync::Arc::ptr_eq(&first, &second));
     assert_eq!(second.len(), 1);
+    // Another tenant's entry of the same id is its own.
+    assert_eq!(
+        cache.get_or_compile("globex", "rb-1", &[]).unwrap().len(),
+        0
+    );
 }

@@ -64,13 +64,17 @@ impl Rules {
         tenant_id: &str,
         rulebook_id: &str,
     ) -> Result<Arc<CompiledRulebook>, StageError> {
+        // A rulebook never changes once created, so a compiled one is good forever.
+        if let Some(hit) = self.compiled.get(tenant_id, rulebook_id) {
+            return Ok(hit);
+        }
         let rb = self
             .store
             .rulebook(tenant_id, rulebook_id)
             .await?
             .ok_or_else(|| StageError::Transient(format!("rulebook {rulebook_id} not found")))?;
         self.compiled
-            .get_or_compile(&rb.rulebook_id, &rb.rules)
+            .get_or_compile(tenant_id, &rb.rulebook_id, &rb.rules)
             .map_err(|e| {
                 StageError::Transient(format!("rulebook {rulebook_id} does not compile: {e}"))
             })
@@ -88,25 +92,31 @@ impl Stage for Rules {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len());
-        for r in batch {
-            let Some(claim) =
-                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
-            else {
-                continue;
-            };
+        let claims: Vec<ClaimInProcess> = batch
+            .iter()
+            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
+            .collect();
+        // The whole batch's member histories in one read.
+        let wanted: Vec<(&str, &str, i64)> = claims
+            .iter()
+            .filter(|c| c.rejection.is_none())
+            .map(|c| {
+                let cmd = &c.submitted;
+                (
+                    cmd.tenant_id.as_str(),
+                    cmd.claim.member_id.as_str(),
+                    cmd.received_at_ms,
+                )
+            })
+            .collect();
+        let mut histories = self.store.member_histories(&wanted).await?.into_iter();
+        for claim in claims {
             let next = if claim.rejection.is_some() {
                 claim
             } else {
                 let cmd = &claim.submitted;
                 let rulebook = self.rulebook(&cmd.tenant_id, &cmd.rulebook_id).await?;
-                let history = self
-                    .store
-                    .member_history(
-                        &cmd.tenant_id,
-                        cmd.claim.member_id.as_str(),
-                        cmd.received_at_ms,
-                    )
-                    .await?;
+                let history = histories.next().unwrap_or_default();
                 process(claim, &rulebook, history)
             };
             out.push(encode(&self.topics.evaluated, next.key(), &next));

@@ -1,5 +1,5 @@
-//! Drives a stage on the bus, at least once and without loss: a batch's offsets are
-//! committed only after every output of the batch is durable. A failure to gather state
+//! Drives a stage on the bus without loss: a batch's outputs and its offsets commit
+//! together, so the group moves past a batch exactly when its outputs are durable. A failure to gather state
 //! or to publish is transient: the same batch is retried with backoff, so the partition
 //! waits rather than skipping work. A record that cannot be decoded is a poison record:
 //! it is logged and parked on the dead-letter topic, and the batch goes on without it.
@@ -80,9 +80,18 @@ pub async fn run<S: Stage>(
             continue;
         }
         let mut attempt = 0;
+        let started = std::time::Instant::now();
         loop {
             let result = match stage.handle(&batch).await {
-                Ok(outputs) => publish(&bus, outputs).await,
+                Ok(outputs) => {
+                    let handled = started.elapsed();
+                    let r = consumer
+                        .publish_and_commit(&by_topic(outputs), &batch)
+                        .await
+                        .map_err(StageError::from);
+                    tracing::debug!(stage = stage.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+                    r
+                }
                 Err(e) => Err(e),
             };
             match result {
@@ -94,15 +103,11 @@ pub async fn run<S: Stage>(
                 }
             }
         }
-        while let Err(e) = consumer.commit(&batch).await {
-            tracing::warn!(stage = stage.name(), error = %e, "Commit failed; retrying.");
-            tokio::time::sleep(backoff(3)).await;
-        }
     }
 }
 
-/// Publishes outputs grouped by topic, keeping their order within each topic.
-async fn publish(bus: &Bus, outputs: Outputs) -> Result<(), StageError> {
+/// Groups outputs by topic, keeping their order within each topic.
+fn by_topic(outputs: Outputs) -> Vec<(TopicSpec, Vec<Message>)> {
     let mut by_topic: Vec<(TopicSpec, Vec<Message>)> = Vec::new();
     for (topic, m) in outputs {
         match by_topic.iter_mut().find(|(t, _)| *t == topic) {
@@ -110,10 +115,7 @@ async fn publish(bus: &Bus, outputs: Outputs) -> Result<(), StageError> {
             None => by_topic.push((topic, vec![m])),
         }
     }
-    for (topic, messages) in by_topic {
-        bus.publish(&topic, &messages).await?;
-    }
-    Ok(())
+    by_topic
 }
 
 /// Decodes a record's JSON value; a record that does not decode is reported for the

@@ -3,7 +3,7 @@
 
 use schemas::claim::{ClaimStatus, ClaimSubmission, ClaimView, Outcome, Reason};
 
-use super::{Store, StoreError};
+use super::{placeholders, Store, StoreError};
 use crate::clock::ms_to_rfc3339;
 
 #[derive(sqlx::FromRow)]
@@ -45,6 +45,9 @@ impl ClaimRow {
         })
     }
 }
+
+/// Members per history query: well under SQLite's 32,766 bound values.
+const MEMBERS_PER_QUERY: usize = 1000;
 
 const COLUMNS: &str =
     "claim_id, submission, rulebook_version, status, outcome, approved_amount, fraud_score, \
@@ -130,26 +133,70 @@ impl Store {
 impl Store {
     /// A member's claims received in the 24 hours, and their amount in the 30 days,
     /// before `at_ms` (the claim being processed excluded).
-    pub async fn member_history(
+    /// The history of every member named in `wanted` (tenant, member, at), each as of
+    /// its own `at`: claims received in the 24 hours and the 30 days before it. One
+    /// query per tenant, so a stage reads the history of a whole batch at once.
+    pub async fn member_histories(
         &self,
-        tenant_id: &str,
-        member_id: &str,
-        at_ms: i64,
-    ) -> Result<crate::rules::MemberHistory, StoreError> {
-        let (count, amount): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(CASE WHEN received_at >= $3 THEN 1 END), CAST(SUM(claim_amount) AS BIGINT) FROM claims \
-             WHERE tenant_id = $1 AND member_id = $2 AND received_at >= $4 AND received_at < $5",
-        )
-        .bind(tenant_id)
-        .bind(member_id)
-        .bind(at_ms - 24 * 3_600_000)
-        .bind(at_ms - 30 * 86_400_000)
-        .bind(at_ms)
-        .fetch_one(self.reader())
-        .await?;
-        Ok(crate::rules::MemberHistory {
-            claims_last_24h: count,
-            amount_last_30d: amount.unwrap_or(0),
-        })
+        wanted: &[(&str, &str, i64)],
+    ) -> Result<Vec<crate::rules::MemberHistory>, StoreError> {
+        use std::collections::{BTreeSet, HashMap};
+        const DAY: i64 = 86_400_000;
+        let mut by_tenant: HashMap<&str, (BTreeSet<&str>, i64, i64)> = HashMap::new();
+        for (tenant, member, at) in wanted {
+            let e = by_tenant
+                .entry(tenant)
+                .or_insert((BTreeSet::new(), i64::MAX, i64::MIN));
+            e.0.insert(member);
+            e.1 = e.1.min(*at);
+            e.2 = e.2.max(*at);
+        }
+        // (tenant, member) → the received_at and amount of its claims in the window.
+        let mut seen: HashMap<(&str, String), Vec<(i64, i64)>> = HashMap::new();
+        for (tenant, (members, from, to)) in &by_tenant {
+            let members: Vec<&str> = members.iter().copied().collect();
+            for chunk in members.chunks(MEMBERS_PER_QUERY) {
+                let sql = format!(
+                    "SELECT member_id, received_at, claim_amount FROM claims WHERE member_id IN ({}) \
+                     AND tenant_id = {} AND received_at >= {} AND received_at < {}",
+                    placeholders(self.backend(), 1, chunk.len()),
+                    placeholders(self.backend(), chunk.len() + 1, 1),
+                    placeholders(self.backend(), chunk.len() + 2, 1),
+                    placeholders(self.backend(), chunk.len() + 3, 1),
+                );
+                let mut q = sqlx::query_as::<_, (String, i64, i64)>(&sql);
+                for m in chunk {
+                    q = q.bind(*m);
+                }
+                let rows = q
+                    .bind(*tenant)
+                    .bind(from - 30 * DAY)
+                    .bind(*to)
+                    .fetch_all(self.reader())
+                    .await?;
+                for (member, at, amount) in rows {
+                    seen.entry((tenant, member)).or_default().push((at, amount));
+                }
+            }
+        }
+        Ok(wanted
+            .iter()
+            .map(|(tenant, member, at)| {
+                let mut h = crate::rules::MemberHistory::default();
+                for (received, amount) in seen
+                    .get(&(*tenant, (*member).to_owned()))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    if *received < *at && *received >= at - 30 * DAY {
+                        h.amount_last_30d += amount;
+                        if *received >= at - DAY {
+                            h.claims_last_24h += 1;
+                        }
+                    }
+                }
+                h
+            })
+            .collect())
     }
 }

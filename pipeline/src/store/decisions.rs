@@ -3,66 +3,102 @@
 //! to a higher `version`, the audit record and the task are keyed by ids derived from the
 //! claim, so a redelivered decision changes nothing.
 
-use super::{Store, StoreError};
+use super::{values_list, Store, StoreError};
 use crate::stages::decide::Decision;
 
+/// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
+const ROWS_PER_STATEMENT: usize = 1000;
+
 impl Store {
+    /// Writes a batch of decisions with three multi-row statements per chunk rather than
+    /// three statements per claim.
     pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<(), StoreError> {
         if decisions.is_empty() {
             return Ok(());
         }
+        let backend = self.backend();
         let mut tx = self.writer().begin().await?;
-        for d in decisions {
-            let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
-            let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
-            sqlx::query(
-                "UPDATE claims SET status = $1, outcome = $2, approved_amount = $3, fraud_score = $4, fraud = $5, \
-                 audit_id = $6, reasons = $7, task_id = $8, updated_at = $9, version = $10 \
-                 WHERE tenant_id = $11 AND claim_id = $12 AND version < $10",
-            )
-            .bind(d.status.as_str())
-            .bind(d.outcome.as_str())
-            .bind(d.approved_amount)
-            .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-            .bind(fraud)
-            .bind(&d.audit_id)
-            .bind(&reasons)
-            .bind(d.task_id.as_deref())
-            .bind(d.decided_at_ms)
-            .bind(d.version)
-            .bind(&d.tenant_id)
-            .bind(&d.claim_id)
-            .execute(&mut *tx)
-            .await?;
-            let details = serde_json::json!({
-                "outcome": d.outcome, "status": d.status, "approved_amount": d.approved_amount,
-                "fraud_score": d.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": d.rulebook_version,
-                "reasons": d.reasons, "trace": d.trace,
-            });
-            sqlx::query(
+        for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
+            let rows: Vec<(&Decision, String)> = chunk
+                .iter()
+                .map(|d| {
+                    let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
+                    (d, reasons)
+                })
+                .collect();
+            // VALUES columns are column1… on both backends.
+            let sql = format!(
+                "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
+                 fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
+                 task_id = v.column10, updated_at = v.column11, version = v.column12 \
+                 FROM (VALUES {}) AS v \
+                 WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
+                values_list(backend, rows.len(), 12)
+            );
+            let mut q = sqlx::query(&sql);
+            for (d, reasons) in &rows {
+                q = q
+                    .bind(&d.tenant_id)
+                    .bind(&d.claim_id)
+                    .bind(d.status.as_str())
+                    .bind(d.outcome.as_str())
+                    .bind(d.approved_amount)
+                    .bind(d.fraud.as_ref().map(|f| f.fraud_score))
+                    .bind(d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok()))
+                    .bind(&d.audit_id)
+                    .bind(reasons)
+                    .bind(d.task_id.as_deref())
+                    .bind(d.decided_at_ms)
+                    .bind(d.version);
+            }
+            q.execute(&mut *tx).await?;
+
+            let sql = format!(
                 "INSERT INTO audit_records (audit_id, tenant_id, at, actor, action, entity_type, entity_id, details) \
-                 VALUES ($1, $2, $3, 'pipeline', 'claim.decided', 'claim', $4, $5) ON CONFLICT (audit_id) DO NOTHING",
-            )
-            .bind(&d.audit_id)
-            .bind(&d.tenant_id)
-            .bind(d.decided_at_ms)
-            .bind(&d.claim_id)
-            .bind(details.to_string())
-            .execute(&mut *tx)
-            .await?;
-            if let Some(task_id) = &d.task_id {
-                sqlx::query(
+                 VALUES {} ON CONFLICT (audit_id) DO NOTHING",
+                values_list(backend, rows.len(), 8)
+            );
+            let mut q = sqlx::query(&sql);
+            for (d, _) in &rows {
+                let details = serde_json::json!({
+                    "outcome": d.outcome, "status": d.status, "approved_amount": d.approved_amount,
+                    "fraud_score": d.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": d.rulebook_version,
+                    "reasons": d.reasons, "trace": d.trace,
+                });
+                q = q
+                    .bind(&d.audit_id)
+                    .bind(&d.tenant_id)
+                    .bind(d.decided_at_ms)
+                    .bind("pipeline")
+                    .bind("claim.decided")
+                    .bind("claim")
+                    .bind(&d.claim_id)
+                    .bind(details.to_string());
+            }
+            q.execute(&mut *tx).await?;
+
+            let tasks: Vec<_> = rows
+                .iter()
+                .filter_map(|(d, reasons)| d.task_id.as_ref().map(|t| (t, d, reasons)))
+                .collect();
+            if !tasks.is_empty() {
+                let sql = format!(
                     "INSERT INTO review_tasks (task_id, tenant_id, claim_id, status, priority, reasons, created_at) \
-                     VALUES ($1, $2, $3, 'open', $4, $5, $6) ON CONFLICT DO NOTHING",
-                )
-                .bind(task_id)
-                .bind(&d.tenant_id)
-                .bind(&d.claim_id)
-                .bind(d.priority)
-                .bind(&reasons)
-                .bind(d.decided_at_ms)
-                .execute(&mut *tx)
-                .await?;
+                     VALUES {} ON CONFLICT DO NOTHING",
+                    values_list(backend, tasks.len(), 7)
+                );
+                let mut q = sqlx::query(&sql);
+                for (task_id, d, reasons) in tasks {
+                    q = q
+                        .bind(task_id)
+                        .bind(&d.tenant_id)
+                        .bind(&d.claim_id)
+                        .bind("open")
+                        .bind(d.priority)
+                        .bind(reasons)
+                        .bind(d.decided_at_ms);
+                }
+                q.execute(&mut *tx).await?;
             }
         }
         tx.commit().await?;

@@ -235,6 +235,26 @@ pub(crate) fn values_list(backend: Backend, rows: usize, cols: usize) -> String 
     out
 }
 
+/// `count` comma-separated placeholders, the first being parameter number `first`
+/// (1-based): for lists inside a statement that has other parameters. SQLite's `?`
+/// binds by position, so the statement's parameters must be bound in text order.
+pub(crate) fn placeholders(backend: Backend, first: usize, count: usize) -> String {
+    let mut out = String::with_capacity(count * 5);
+    for i in 0..count {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        match backend {
+            Backend::Sqlite => out.push('?'),
+            Backend::Postgres => {
+                out.push('$');
+                out.push_str(&(first + i).to_string());
+            }
+        }
+    }
+    out
+}
+
 /// Parses a stored scope string; the store only ever writes valid ones.
 pub(crate) fn parse_scopes(s: &str) -> schemas::ScopeSet {
     schemas::ScopeSet::parse_space_separated(s).unwrap_or_default()
