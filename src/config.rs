@@ -54,6 +54,13 @@ pub struct Settings {
     /// up its embedded-log leases at once; unset, a restart waits up to 5 s for them.
     /// Two live processes must not share it (`CLAIMS_INSTANCE_ID`).
     pub instance_id: Option<String>,
+    /// Let webhooks reach loopback and private addresses, refused by default
+    /// (`CLAIMS_WEBHOOK_ALLOW_PRIVATE`).
+    pub webhook_allow_private: bool,
+    /// Webhook attempts in flight in all (`CLAIMS_WEBHOOK_MAX_IN_FLIGHT`).
+    pub webhook_max_in_flight: usize,
+    /// Webhook attempts in flight per subscription (`CLAIMS_WEBHOOK_PER_ENDPOINT`).
+    pub webhook_per_endpoint: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +88,9 @@ impl Default for Settings {
             topic_prefix: String::new(),
             partitions: 8,
             instance_id: None,
+            webhook_allow_private: false,
+            webhook_max_in_flight: 256,
+            webhook_per_endpoint: 16,
         }
     }
 }
@@ -113,6 +123,7 @@ pub struct Config {
     pub topic_prefix: String,
     pub partitions: u32,
     pub instance_id: Option<String>,
+    pub webhooks: pipeline::webhooks::SenderSettings,
 }
 
 impl Config {
@@ -175,6 +186,11 @@ impl Config {
         if s.max_body_bytes < 1024 {
             bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
         }
+        if s.webhook_max_in_flight == 0 || s.webhook_per_endpoint == 0 {
+            bail!(
+                "CLAIMS_WEBHOOK_MAX_IN_FLIGHT and CLAIMS_WEBHOOK_PER_ENDPOINT must be at least 1"
+            );
+        }
         let jwt_key_file = s
             .jwt_key_file
             .clone()
@@ -193,11 +209,17 @@ impl Config {
                 config_cache_ttl: Duration::from_millis(s.config_cache_ttl_ms),
                 cookie_secure: s.cookie_secure,
                 max_body_bytes: s.max_body_bytes,
+                webhook_allow_private: s.webhook_allow_private,
             },
             log_format: s.log_format,
             topic_prefix: s.topic_prefix,
             partitions: s.partitions,
             instance_id: s.instance_id,
+            webhooks: pipeline::webhooks::SenderSettings {
+                allow_private: s.webhook_allow_private,
+                max_in_flight: s.webhook_max_in_flight,
+                per_endpoint: s.webhook_per_endpoint,
+            },
         })
     }
 }

@@ -21,6 +21,7 @@ pub struct Server {
     state: AppState,
     /// The roles this process runs: `api` and stage names.
     roles: Vec<String>,
+    webhooks: pipeline::webhooks::SenderSettings,
 }
 
 /// Every role a process can take, in pipeline order.
@@ -52,6 +53,7 @@ impl Server {
             listener,
             state: AppState::new(store, keys, config.api.clone(), bus, topics),
             roles: all_roles(),
+            webhooks: config.webhooks,
         })
     }
 
@@ -86,6 +88,7 @@ impl Server {
             config: state.config_cache.clone(),
             topics: state.topics.clone(),
             batch_size: STAGE_BATCH,
+            webhooks: self.webhooks,
         };
         pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await

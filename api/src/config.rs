@@ -22,6 +22,8 @@ pub struct ApiConfig {
     pub cookie_secure: bool,
     /// Largest JSON body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Accept webhook URLs of loopback and private addresses.
+    pub webhook_allow_private: bool,
 }
 
 impl Default for ApiConfig {
@@ -34,6 +36,7 @@ impl Default for ApiConfig {
             config_cache_ttl: Duration::from_secs(1),
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
+            webhook_allow_private: false,
         }
     }
 }

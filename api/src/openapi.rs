@@ -18,7 +18,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    auth, claims, health, operations, providers, rulebooks, tenant_settings, users, well_known,
+    auth, claims, health, operations, providers, rulebooks, tenant_settings, users, webhooks,
+    well_known,
 };
 use crate::state::AppState;
 
@@ -38,6 +39,7 @@ use crate::state::AppState;
         (name = "claims", description = "Claim intake and reads"),
         (name = "providers", description = "Providers and their contracts"),
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
+        (name = "webhooks", description = "Event subscriptions, their delivery log and redelivery"),
         (name = "operations", description = "Health, metrics and this document"),
     )
 )]
@@ -78,6 +80,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))
+        .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))
+        .routes(routes!(
+            webhooks::get_webhook,
+            webhooks::patch_webhook,
+            webhooks::delete_webhook
+        ))
+        .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(webhooks::redeliver))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
         .routes(routes!(operations::openapi_json))

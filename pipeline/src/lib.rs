@@ -9,3 +9,4 @@ pub mod rules;
 pub mod stages;
 pub mod store;
 pub mod topics;
+pub mod webhooks;

@@ -13,6 +13,7 @@ pub mod rulebook;
 pub mod scope;
 pub mod tenant;
 pub mod user;
+pub mod webhook;
 
 pub use date::Date;
 pub use error::{ErrorBody, ErrorDetail};

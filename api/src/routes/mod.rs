@@ -8,4 +8,5 @@ pub mod providers;
 pub mod rulebooks;
 pub mod tenant_settings;
 pub mod users;
+pub mod webhooks;
 pub mod well_known;

@@ -28,8 +28,11 @@ use crate::rules::RulebookCache;
 use crate::store::Store;
 use crate::topics::Topics;
 
-/// The stages, by the names `claims serve --stages` takes.
-pub const NAMES: [&str; 5] = ["validate", "rules", "fraud", "decide", "snapshot"];
+/// The stages, by the names `claims serve --stages` takes. `webhooks` is the
+/// dispatcher with its sender.
+pub const NAMES: [&str; 6] = [
+    "validate", "rules", "fraud", "decide", "snapshot", "webhooks",
+];
 
 /// What the stages share.
 #[derive(Debug, Clone)]
@@ -40,6 +43,7 @@ pub struct Deps {
     pub topics: Topics,
     /// Records per batch.
     pub batch_size: usize,
+    pub webhooks: crate::webhooks::SenderSettings,
 }
 
 /// Starts the named stages on `tasks`; they stop when `shutdown` turns true.
@@ -81,6 +85,18 @@ pub async fn spawn(
                 topics: t,
                 store: deps.store.clone()
             }),
+            "webhooks" => {
+                let queued = std::sync::Arc::new(tokio::sync::Notify::new());
+                let sender =
+                    crate::webhooks::Sender::new(deps.store.clone(), deps.webhooks, queued.clone())
+                        .map_err(StageError::Transient)?;
+                tasks.spawn(sender.run(shutdown.clone()));
+                go!(crate::webhooks::Dispatch {
+                    topics: t,
+                    store: deps.store.clone(),
+                    queued
+                })
+            }
             _ => continue,
         }
         tracing::info!(stage = %name, "Stage started.");

@@ -17,6 +17,7 @@ mod rulebooks;
 mod sessions;
 mod tenants;
 mod users;
+mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -32,6 +33,7 @@ pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
 pub use tenants::Tenant;
 pub use users::{User, UserChange, UserUpsert};
+pub use webhooks::{AttemptOutcome, DueDelivery, NewDelivery, Subscription, WebhookFields};
 
 /// Which database engine a URL selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

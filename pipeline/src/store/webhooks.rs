@@ -1,0 +1,525 @@
+//! Webhook subscriptions and deliveries. A delivery is one event for one subscription;
+//! its row holds the durable retry schedule (`next_attempt_at`), so a restart neither
+//! loses a pending attempt nor makes it early. A sender claims due deliveries by moving
+//! their `next_attempt_at` past the attempt's time-out (a lease): a sender that dies
+//! mid-attempt leaves them to be tried again once the lease runs out.
+
+use schemas::webhook::{DeliveryAttempt, Webhook};
+
+use super::{placeholders, values_list, Store, StoreError};
+use crate::clock::{ms_to_rfc3339, now_ms};
+
+#[derive(sqlx::FromRow)]
+struct WebhookRow {
+    webhook_id: String,
+    url: String,
+    events: String,
+    enabled: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<WebhookRow> for Webhook {
+    fn from(r: WebhookRow) -> Self {
+        Webhook {
+            webhook_id: r.webhook_id,
+            url: r.url,
+            events: serde_json::from_str(&r.events).unwrap_or_default(),
+            enabled: r.enabled != 0,
+            created_at: ms_to_rfc3339(r.created_at),
+            updated_at: ms_to_rfc3339(r.updated_at),
+        }
+    }
+}
+
+const COLUMNS: &str = "webhook_id, url, events, enabled, created_at, updated_at";
+
+/// A subscription's fields for writing.
+#[derive(Debug, Clone)]
+pub struct WebhookFields<'a> {
+    pub url: &'a str,
+    pub events: &'a [String],
+    pub secret: &'a str,
+    pub enabled: bool,
+}
+
+/// What the dispatcher needs of an enabled subscription.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub webhook_id: String,
+    pub events: Vec<String>,
+}
+
+/// A new delivery.
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    pub delivery_id: String,
+    pub tenant_id: String,
+    pub webhook_id: String,
+    pub event_id: String,
+    pub event: String,
+    /// The unsigned body.
+    pub payload: String,
+}
+
+/// A delivery claimed for an attempt.
+#[derive(Clone, sqlx::FromRow)]
+pub struct DueDelivery {
+    pub delivery_id: String,
+    pub webhook_id: String,
+    pub event_id: String,
+    pub event: String,
+    pub payload: String,
+    pub url: String,
+    pub secret: String,
+    /// Attempts made so far; this one is `attempts + 1`.
+    pub attempts: i64,
+    /// Failures in the current schedule.
+    pub failures: i64,
+}
+
+impl std::fmt::Debug for DueDelivery {
+    // The secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueDelivery")
+            .field("delivery_id", &self.delivery_id)
+            .field("webhook_id", &self.webhook_id)
+            .field("event_id", &self.event_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    pub delivery_id: String,
+    pub attempt: i64,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    pub duration_ms: i64,
+    pub at: i64,
+    /// Set when another attempt is scheduled; `None` with `error` means failed for good.
+    pub next_attempt_at: Option<i64>,
+    /// Failures in the schedule after this attempt.
+    pub failures: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptRow {
+    delivery_id: String,
+    event_id: String,
+    event: String,
+    attempt: i64,
+    status_code: Option<i64>,
+    error: Option<String>,
+    duration_ms: i64,
+    at: i64,
+    next_attempt_at: Option<i64>,
+}
+
+impl From<AttemptRow> for DeliveryAttempt {
+    fn from(r: AttemptRow) -> Self {
+        DeliveryAttempt {
+            delivery_id: r.delivery_id,
+            event_id: r.event_id,
+            event: r.event,
+            attempt: r.attempt,
+            status_code: r.status_code,
+            error: r.error,
+            duration_ms: r.duration_ms,
+            at: ms_to_rfc3339(r.at),
+            next_attempt_at: r.next_attempt_at.map(ms_to_rfc3339),
+        }
+    }
+}
+
+/// Rows per multi-row statement.
+const ROWS_PER_STATEMENT: usize = 500;
+
+impl Store {
+    pub async fn create_webhook(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+        w: WebhookFields<'_>,
+    ) -> Result<Webhook, StoreError> {
+        let now = now_ms();
+        let events =
+            serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO webhooks (webhook_id, tenant_id, url, events, secret, enabled, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+        )
+        .bind(webhook_id)
+        .bind(tenant_id)
+        .bind(w.url)
+        .bind(&events)
+        .bind(w.secret)
+        .bind(i64::from(w.enabled))
+        .bind(now)
+        .execute(self.writer())
+        .await?;
+        Ok(Webhook {
+            webhook_id: webhook_id.to_owned(),
+            url: w.url.to_owned(),
+            events: w.events.to_vec(),
+            enabled: w.enabled,
+            created_at: ms_to_rfc3339(now),
+            updated_at: ms_to_rfc3339(now),
+        })
+    }
+
+    pub async fn webhook(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+    ) -> Result<Option<Webhook>, StoreError> {
+        let row = sqlx::query_as::<_, WebhookRow>(&format!(
+            "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2"
+        ))
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .fetch_optional(self.writer())
+        .await?;
+        Ok(row.map(Webhook::from))
+    }
+
+    /// The tenant's subscriptions, ordered by id (ids are time-ordered).
+    pub async fn webhooks(
+        &self,
+        tenant_id: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Webhook>, StoreError> {
+        let rows = sqlx::query_as::<_, WebhookRow>(&format!(
+            "SELECT {COLUMNS} FROM webhooks WHERE tenant_id = $1 AND webhook_id > $2 ORDER BY webhook_id LIMIT $3"
+        ))
+        .bind(tenant_id)
+        .bind(after.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows.into_iter().map(Webhook::from).collect())
+    }
+
+    /// Replaces a subscription's fields; `None` when it does not exist in this tenant.
+    pub async fn update_webhook(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+        w: WebhookFields<'_>,
+    ) -> Result<Option<Webhook>, StoreError> {
+        let events =
+            serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
+        let changed = sqlx::query(
+            "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, updated_at = $5 \
+             WHERE tenant_id = $6 AND webhook_id = $7",
+        )
+        .bind(w.url)
+        .bind(&events)
+        .bind(w.secret)
+        .bind(i64::from(w.enabled))
+        .bind(now_ms())
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .execute(self.writer())
+        .await?
+        .rows_affected();
+        if changed == 0 {
+            return Ok(None);
+        }
+        self.webhook(tenant_id, webhook_id).await
+    }
+
+    /// The stored secret of a subscription, for a PATCH that leaves it unchanged.
+    pub async fn webhook_secret(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT secret FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .fetch_optional(self.writer())
+        .await?)
+    }
+
+    /// Deletes a subscription and cancels its pending deliveries; `false` when it does
+    /// not exist in this tenant. Its delivery log goes with it.
+    pub async fn delete_webhook(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        let gone = sqlx::query("DELETE FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2")
+            .bind(tenant_id)
+            .bind(webhook_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if gone {
+            for table in ["webhook_deliveries", "webhook_attempts"] {
+                sqlx::query(&format!(
+                    "DELETE FROM {table} WHERE tenant_id = $1 AND webhook_id = $2"
+                ))
+                .bind(tenant_id)
+                .bind(webhook_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(gone)
+    }
+
+    /// The enabled subscriptions of each of `tenants`.
+    pub async fn subscriptions(&self, tenant_id: &str) -> Result<Vec<Subscription>, StoreError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT webhook_id, events FROM webhooks WHERE tenant_id = $1 AND enabled = 1",
+        )
+        .bind(tenant_id)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(webhook_id, events)| Subscription {
+                webhook_id,
+                events: serde_json::from_str(&events).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Queues deliveries, due at once; a delivery queued before is left as it is, so a
+    /// redelivered event never queues twice.
+    pub async fn enqueue_deliveries(&self, deliveries: &[NewDelivery]) -> Result<(), StoreError> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut tx = self.writer().begin().await?;
+        for chunk in deliveries.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO webhook_deliveries (delivery_id, tenant_id, webhook_id, event_id, event, payload, \
+                 state, attempts, failures, next_attempt_at, created_at) VALUES {} \
+                 ON CONFLICT DO NOTHING",
+                values_list(self.backend(), chunk.len(), 11)
+            );
+            let mut q = sqlx::query(&sql);
+            for d in chunk {
+                q = q
+                    .bind(&d.delivery_id)
+                    .bind(&d.tenant_id)
+                    .bind(&d.webhook_id)
+                    .bind(&d.event_id)
+                    .bind(&d.event)
+                    .bind(&d.payload)
+                    .bind("pending")
+                    .bind(0i64)
+                    .bind(0i64)
+                    .bind(now)
+                    .bind(now);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` deliveries due at `now` of enabled subscriptions, at most
+    /// `per_webhook` of any one subscription and none of those in `busy`, by moving them
+    /// to `lease_until`. Oldest due first. The cap per subscription keeps one endpoint's
+    /// backlog from filling the batch while others wait.
+    pub async fn claim_due_deliveries(
+        &self,
+        now: i64,
+        lease_until: i64,
+        limit: usize,
+        per_webhook: usize,
+        busy: &[String],
+    ) -> Result<Vec<DueDelivery>, StoreError> {
+        let skip = if busy.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " AND d.webhook_id NOT IN ({})",
+                placeholders(self.backend(), 2, busy.len())
+            )
+        };
+        let sql = format!(
+            "SELECT delivery_id FROM (SELECT d.delivery_id, d.next_attempt_at, \
+             ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at) AS rn \
+             FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id \
+             WHERE d.state = 'pending' AND d.next_attempt_at <= {} AND w.enabled = 1{skip}) due \
+             WHERE rn <= {} ORDER BY next_attempt_at LIMIT {}",
+            placeholders(self.backend(), 1, 1),
+            placeholders(self.backend(), busy.len() + 2, 1),
+            placeholders(self.backend(), busy.len() + 3, 1),
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+        for b in busy {
+            q = q.bind(b);
+        }
+        let ids = q
+            .bind(per_webhook as i64)
+            .bind(limit as i64)
+            .fetch_all(self.writer())
+            .await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Another sender (another process) may have claimed some meanwhile: only the
+        // rows this update moves are ours.
+        let sql = format!(
+            "UPDATE webhook_deliveries SET next_attempt_at = {} WHERE state = 'pending' AND next_attempt_at <= {} \
+             AND delivery_id IN ({}) RETURNING delivery_id",
+            placeholders(self.backend(), 1, 1),
+            placeholders(self.backend(), 2, 1),
+            placeholders(self.backend(), 3, ids.len()),
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql)
+            .bind(lease_until)
+            .bind(now);
+        for id in &ids {
+            q = q.bind(id);
+        }
+        let claimed = q.fetch_all(self.writer()).await?;
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT d.delivery_id, d.webhook_id, d.event_id, d.event, d.payload, w.url, w.secret, d.attempts, d.failures \
+             FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id WHERE d.delivery_id IN ({}) \
+             ORDER BY d.next_attempt_at",
+            placeholders(self.backend(), 1, claimed.len())
+        );
+        let mut q = sqlx::query_as::<_, DueDelivery>(&sql);
+        for id in &claimed {
+            q = q.bind(id);
+        }
+        Ok(q.fetch_all(self.writer()).await?)
+    }
+
+    /// The earliest time a pending delivery is due, to sleep until then.
+    pub async fn next_delivery_due(&self) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE state = 'pending'",
+        )
+        .fetch_one(self.reader())
+        .await?)
+    }
+
+    /// Records attempts and moves their deliveries on: delivered, scheduled again, or
+    /// failed. A delivery cancelled meanwhile (subscription deleted) stays gone.
+    pub async fn record_attempts(&self, outcomes: &[AttemptOutcome]) -> Result<(), StoreError> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.writer().begin().await?;
+        for chunk in outcomes.chunks(ROWS_PER_STATEMENT) {
+            // The attempt log: tenant and subscription come from the delivery row.
+            let sql = format!(
+                "INSERT INTO webhook_attempts (delivery_id, attempt, tenant_id, webhook_id, status_code, error, \
+                 duration_ms, at, next_attempt_at) \
+                 SELECT v.column1, v.column2, d.tenant_id, d.webhook_id, v.column3, v.column4, v.column5, v.column6, v.column7 \
+                 FROM (VALUES {}) AS v JOIN webhook_deliveries d ON d.delivery_id = v.column1 WHERE true \
+                 ON CONFLICT DO NOTHING",
+                values_list(self.backend(), chunk.len(), 7)
+            );
+            let mut q = sqlx::query(&sql);
+            for o in chunk {
+                q = q
+                    .bind(&o.delivery_id)
+                    .bind(o.attempt)
+                    .bind(o.status_code)
+                    .bind(o.error.as_deref())
+                    .bind(o.duration_ms)
+                    .bind(o.at)
+                    .bind(o.next_attempt_at);
+            }
+            q.execute(&mut *tx).await?;
+            let sql = format!(
+                "UPDATE webhook_deliveries SET state = v.column2, attempts = v.column3, failures = v.column4, \
+                 next_attempt_at = v.column5 FROM (VALUES {}) AS v \
+                 WHERE webhook_deliveries.delivery_id = v.column1 AND webhook_deliveries.state = 'pending'",
+                values_list(self.backend(), chunk.len(), 5)
+            );
+            let mut q = sqlx::query(&sql);
+            for o in chunk {
+                let state = match (&o.error, o.next_attempt_at) {
+                    (None, _) => "delivered",
+                    (Some(_), Some(_)) => "pending",
+                    (Some(_), None) => "failed",
+                };
+                q = q
+                    .bind(&o.delivery_id)
+                    .bind(state)
+                    .bind(o.attempt)
+                    .bind(o.failures)
+                    .bind(o.next_attempt_at);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The attempt log of a subscription, newest first. The cursor is the last
+    /// attempt's `(at, delivery_id, attempt)`.
+    pub async fn delivery_attempts(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+        before: Option<(i64, String, i64)>,
+        limit: i64,
+    ) -> Result<Vec<(DeliveryAttempt, (i64, String, i64))>, StoreError> {
+        let (at, id, n) = before.unwrap_or((i64::MAX, String::new(), 0));
+        let rows = sqlx::query_as::<_, AttemptRow>(
+            "SELECT a.delivery_id, d.event_id, d.event, a.attempt, a.status_code, a.error, a.duration_ms, a.at, \
+             a.next_attempt_at FROM webhook_attempts a JOIN webhook_deliveries d ON d.delivery_id = a.delivery_id \
+             WHERE a.tenant_id = $1 AND a.webhook_id = $2 \
+             AND (a.at < $3 OR (a.at = $3 AND (a.delivery_id > $4 OR (a.delivery_id = $4 AND a.attempt < $5)))) \
+             ORDER BY a.at DESC, a.delivery_id, a.attempt DESC LIMIT $6",
+        )
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .bind(at)
+        .bind(&id)
+        .bind(n)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let key = (r.at, r.delivery_id.clone(), r.attempt);
+                (DeliveryAttempt::from(r), key)
+            })
+            .collect())
+    }
+
+    /// Schedules a delivery of this subscription again, at once, with a fresh retry
+    /// schedule; `false` when there is no such delivery in this tenant.
+    pub async fn redeliver(
+        &self,
+        tenant_id: &str,
+        webhook_id: &str,
+        delivery_id: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE webhook_deliveries SET state = 'pending', failures = 0, next_attempt_at = $1 \
+             WHERE tenant_id = $2 AND webhook_id = $3 AND delivery_id = $4",
+        )
+        .bind(now_ms())
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .bind(delivery_id)
+        .execute(self.writer())
+        .await?
+        .rows_affected()
+            == 1)
+    }
+}

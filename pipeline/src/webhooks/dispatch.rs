@@ -1,0 +1,149 @@
+//! Stage `webhooks`: input `claims.events`. Fans each event out to the tenant's enabled
+//! subscriptions of its kind as queued deliveries, then wakes the sender. Delivery ids
+//! derive from the subscription and the event, so a redelivered event queues nothing
+//! new.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::signing::{unsigned_body, Envelope};
+use crate::bus::{Record, TopicSpec};
+use crate::stages::decide::DomainEvent;
+use crate::stages::runner::{decode, Outputs, Stage, StageError};
+use crate::store::{NewDelivery, Store, Subscription};
+use crate::topics::Topics;
+
+/// The delivery of `event_id` to `webhook_id`: the same on every redelivery of the event.
+pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
+    let name = format!("{webhook_id}/{event_id}");
+    format!(
+        "dlv_{}",
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple()
+    )
+}
+
+/// The pure core: the deliveries of one event.
+pub fn fan_out(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDelivery> {
+    let matching: Vec<&Subscription> = subscriptions
+        .iter()
+        .filter(|s| s.events.iter().any(|k| *k == event.event))
+        .collect();
+    if matching.is_empty() {
+        return Vec::new();
+    }
+    let payload = String::from_utf8(unsigned_body(&Envelope {
+        id: event.id.clone(),
+        event: event.event.clone(),
+        timestamp: event.timestamp.clone(),
+        data: event.data.clone(),
+    }))
+    .unwrap_or_default();
+    matching
+        .into_iter()
+        .map(|s| NewDelivery {
+            delivery_id: delivery_id(&s.webhook_id, &event.id),
+            tenant_id: event.tenant_id.clone(),
+            webhook_id: s.webhook_id.clone(),
+            event_id: event.id.clone(),
+            event: event.event.clone(),
+            payload: payload.clone(),
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    pub topics: Topics,
+    pub store: Store,
+    /// Wakes the sender when deliveries are queued.
+    pub queued: Arc<Notify>,
+}
+
+impl Stage for Dispatch {
+    fn name(&self) -> &'static str {
+        "webhooks"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.events.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::new();
+        let events: Vec<DomainEvent> = batch
+            .iter()
+            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
+            .collect();
+        // Subscriptions are read per batch, so a new or changed one applies to the next
+        // batch of events.
+        let mut subscriptions: HashMap<&str, Vec<Subscription>> = HashMap::new();
+        let mut deliveries = Vec::new();
+        for e in &events {
+            if !subscriptions.contains_key(e.tenant_id.as_str()) {
+                let subs = self.store.subscriptions(&e.tenant_id).await?;
+                subscriptions.insert(&e.tenant_id, subs);
+            }
+            deliveries.extend(fan_out(e, &subscriptions[e.tenant_id.as_str()]));
+        }
+        if !deliveries.is_empty() {
+            self.store.enqueue_deliveries(&deliveries).await?;
+            self.queued.notify_one();
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str) -> DomainEvent {
+        DomainEvent {
+            id: "evt_1".into(),
+            event: kind.into(),
+            tenant_id: "acme".into(),
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            data: serde_json::json!({"claim_id": "CLM-1"}),
+        }
+    }
+
+    fn sub(id: &str, kinds: &[&str]) -> Subscription {
+        Subscription {
+            webhook_id: id.into(),
+            events: kinds.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_event_goes_to_the_subscriptions_of_its_kind_only() {
+        let subs = [
+            sub("wh_a", &["claim.completed"]),
+            sub("wh_b", &["claim.flagged", "claim.completed"]),
+            sub("wh_c", &["claim.blocked"]),
+        ];
+        let out = fan_out(&event("claim.completed"), &subs);
+        assert_eq!(
+            out.iter()
+                .map(|d| d.webhook_id.as_str())
+                .collect::<Vec<_>>(),
+            ["wh_a", "wh_b"]
+        );
+        assert!(fan_out(&event("upload.failed"), &subs).is_empty());
+        let body: serde_json::Value = serde_json::from_str(&out[0].payload).unwrap();
+        assert_eq!(body["id"], "evt_1");
+        assert_eq!(body["data"]["claim_id"], "CLM-1");
+        assert!(
+            body.get("tenant_id").is_none(),
+            "the tenant is not in the body"
+        );
+    }
+
+    #[test]
+    fn delivery_ids_are_stable_per_subscription_and_event() {
+        assert_eq!(delivery_id("wh_a", "evt_1"), delivery_id("wh_a", "evt_1"));
+        assert_ne!(delivery_id("wh_a", "evt_1"), delivery_id("wh_b", "evt_1"));
+        assert_ne!(delivery_id("wh_a", "evt_1"), delivery_id("wh_a", "evt_2"));
+    }
+}

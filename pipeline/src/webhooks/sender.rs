@@ -1,0 +1,305 @@
+//! The sender: makes the attempts of due deliveries and records how each ended.
+//!
+//! - A failure is a non-2xx answer, a refused connection or no answer within 5 s; the
+//!   retry schedule is in [`super::schedule`], kept in the delivery's row.
+//! - Isolation: at most `per_endpoint` attempts in flight per subscription and
+//!   `max_in_flight` in all; a subscription at its cap is left out of the next claim, so
+//!   a slow or dead endpoint holds only its own slots.
+//! - One HTTP client for all deliveries, so connections are reused; it follows no
+//!   redirect and resolves names through the SSRF guard.
+//! - Outcomes are written in batches by one recorder task, so the store sees a few
+//!   transactions per second rather than one per attempt.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+
+use super::guard::{check_literal, GuardedResolver};
+use super::schedule::after_failure;
+use super::signing::sign;
+use crate::clock::now_ms;
+use crate::store::{AttemptOutcome, DueDelivery, Store};
+
+/// The receiver's time to answer (spec: Limits).
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a claimed delivery is held by its sender: past the time-out, with room to
+/// record the outcome. A sender that dies mid-attempt releases it after this.
+pub const LEASE: Duration = Duration::from_secs(15);
+/// How often the sender looks for due deliveries when nothing wakes it: deliveries
+/// queued by another process, and retries coming due.
+const IDLE_POLL: Duration = Duration::from_millis(250);
+/// Largest claim per round trip to the store.
+const CLAIM_BATCH: usize = 500;
+/// Bytes of a receiver's answer read (and ignored) so that its connection can be reused.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SenderSettings {
+    /// Deliver to loopback and private addresses (`CLAIMS_WEBHOOK_ALLOW_PRIVATE`).
+    pub allow_private: bool,
+    /// Attempts in flight in all (`CLAIMS_WEBHOOK_MAX_IN_FLIGHT`).
+    pub max_in_flight: usize,
+    /// Attempts in flight per subscription (`CLAIMS_WEBHOOK_PER_ENDPOINT`).
+    pub per_endpoint: usize,
+}
+
+impl Default for SenderSettings {
+    fn default() -> Self {
+        Self {
+            allow_private: false,
+            max_in_flight: 256,
+            per_endpoint: 16,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Sender {
+    store: Store,
+    client: reqwest::Client,
+    settings: SenderSettings,
+    /// Woken when deliveries are queued or an attempt ends.
+    wake: Arc<Notify>,
+}
+
+impl Sender {
+    pub fn new(store: Store, settings: SenderSettings, wake: Arc<Notify>) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .dns_resolver(Arc::new(GuardedResolver {
+                allow_private: settings.allow_private,
+            }))
+            .pool_max_idle_per_host(settings.per_endpoint)
+            .user_agent(concat!("claims-webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
+        Ok(Self {
+            store,
+            client,
+            settings,
+            wake,
+        })
+    }
+
+    /// Delivers until `shutdown` turns true. Attempts in flight then are abandoned;
+    /// their leases bring them back after a restart.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let recorder = tokio::spawn(record(self.store.clone(), done_rx, self.wake.clone()));
+        let global = Arc::new(Semaphore::new(self.settings.max_in_flight));
+        let in_flight: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
+        let mut failures = 0u32;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let free = global.available_permits();
+            let busy: Vec<String> = {
+                let map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                map.iter()
+                    .filter(|(_, s)| s.available_permits() == 0)
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            };
+            let now = now_ms();
+            let due = if free == 0 {
+                Ok(Vec::new())
+            } else {
+                self.store
+                    .claim_due_deliveries(
+                        now,
+                        now + LEASE.as_millis() as i64,
+                        free.min(CLAIM_BATCH),
+                        self.settings.per_endpoint,
+                        &busy,
+                    )
+                    .await
+            };
+            let due = match due {
+                Ok(d) => {
+                    failures = 0;
+                    d
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!(error = %e, "Cannot claim webhook deliveries; retrying.");
+                    tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+                    continue;
+                }
+            };
+            let full = due.len() == free.min(CLAIM_BATCH) && free > 0;
+            for d in due {
+                let endpoint = {
+                    let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                    map.entry(d.webhook_id.clone())
+                        .or_insert_with(|| Arc::new(Semaphore::new(self.settings.per_endpoint)))
+                        .clone()
+                };
+                // Take the endpoint's slot now when one is free, so the map never drops a
+                // semaphore that a spawned attempt is about to use.
+                let held = endpoint.clone().try_acquire_owned().ok();
+                let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
+                let allow_private = self.settings.allow_private;
+                tokio::spawn(async move {
+                    // Endpoint first: a delivery waiting for its endpoint holds no global slot.
+                    let _endpoint = match held {
+                        Some(p) => p,
+                        None => match endpoint.acquire_owned().await {
+                            Ok(p) => p,
+                            Err(_) => return,
+                        },
+                    };
+                    let Ok(_slot) = global.acquire_owned().await else {
+                        return;
+                    };
+                    let outcome = attempt(&client, &d, allow_private).await;
+                    let _ = done.send(outcome);
+                });
+            }
+            if full {
+                continue;
+            }
+            // Sleep until woken, until the next retry is due, or for the idle poll.
+            let nap = match self.store.next_delivery_due().await {
+                Ok(Some(at)) => {
+                    Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)).min(IDLE_POLL)
+                }
+                _ => IDLE_POLL,
+            };
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(nap.max(Duration::from_millis(5))) => {}
+                _ = shutdown.changed() => {}
+            }
+            in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|_, s| s.available_permits() < self.settings.per_endpoint);
+        }
+        drop(done_tx);
+        let _ = recorder.await;
+    }
+}
+
+/// One attempt of `d`.
+async fn attempt(client: &reqwest::Client, d: &DueDelivery, allow_private: bool) -> AttemptOutcome {
+    let number = d.attempts + 1;
+    let started = Instant::now();
+    let result = send(client, d, allow_private).await;
+    let at = now_ms();
+    let duration_ms = started.elapsed().as_millis() as i64;
+    match result {
+        Ok(status) if (200..300).contains(&status) => AttemptOutcome {
+            delivery_id: d.delivery_id.clone(),
+            attempt: number,
+            status_code: Some(status),
+            error: None,
+            duration_ms,
+            at,
+            next_attempt_at: None,
+            failures: d.failures,
+        },
+        failed => {
+            let (status_code, error) = match failed {
+                Ok(status) => (Some(status), format!("the receiver answered {status}")),
+                Err(e) => (None, e),
+            };
+            let failures = d.failures + 1;
+            let next = after_failure(u32::try_from(failures).unwrap_or(u32::MAX))
+                .map(|wait| at + wait.as_millis() as i64);
+            tracing::debug!(delivery_id = %d.delivery_id, attempt = number, %error, "Webhook attempt failed.");
+            AttemptOutcome {
+                delivery_id: d.delivery_id.clone(),
+                attempt: number,
+                status_code,
+                error: Some(error),
+                duration_ms,
+                at,
+                next_attempt_at: next,
+                failures,
+            }
+        }
+    }
+}
+
+/// Sends the signed body; answers the receiver's status, or why there was none.
+async fn send(
+    client: &reqwest::Client,
+    d: &DueDelivery,
+    allow_private: bool,
+) -> Result<i64, String> {
+    let url = reqwest::Url::parse(&d.url).map_err(|e| format!("the URL is invalid: {e}"))?;
+    check_literal(&url, allow_private)?;
+    let signed = sign(
+        d.secret.as_bytes(),
+        &d.event_id,
+        d.payload.as_bytes(),
+        now_ms() / 1000,
+    );
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-service-signature", &signed.service_signature)
+        .header("x-service-event", &d.event)
+        .header("x-service-event-id", &d.event_id)
+        .header("x-service-delivery", &d.delivery_id)
+        .header("webhook-id", &d.event_id)
+        .header("webhook-timestamp", signed.webhook_timestamp.to_string())
+        .header("webhook-signature", &signed.webhook_signature)
+        .body(signed.body)
+        .send()
+        .await
+        .map_err(describe)?;
+    let status = i64::from(response.status().as_u16());
+    // Read a bounded part of the answer so the connection can go back to the pool.
+    let mut response = response;
+    let mut read = 0;
+    while read < MAX_ANSWER_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read += chunk.len(),
+            Ok(None) => break,
+            Err(e) => return Err(describe(e)),
+        }
+    }
+    Ok(status)
+}
+
+/// A short, secret-free account of a failed request.
+fn describe(e: reqwest::Error) -> String {
+    use std::error::Error as _;
+    if e.is_timeout() {
+        return format!("no answer within {} s", TIMEOUT.as_secs());
+    }
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
+}
+
+/// Writes outcomes in batches: whatever has arrived since the last write.
+async fn record(
+    store: Store,
+    mut done: mpsc::UnboundedReceiver<AttemptOutcome>,
+    wake: Arc<Notify>,
+) {
+    let mut batch = Vec::new();
+    while done.recv_many(&mut batch, CLAIM_BATCH).await > 0 {
+        let mut failures = 0u32;
+        while let Err(e) = store.record_attempts(&batch).await {
+            failures += 1;
+            tracing::warn!(error = %e, "Cannot record webhook attempts; retrying.");
+            tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+        }
+        batch.clear();
+        // A retry may now be due sooner than the sender's nap.
+        wake.notify_one();
+    }
+}

@@ -1,0 +1,104 @@
+//! Webhook subscriptions and their delivery log (spec: Webhook subscription, Events;
+//! contract: Webhooks).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Every event kind the service emits (spec: Events).
+pub const EVENT_KINDS: [&str; 8] = [
+    "claim.completed",
+    "claim.flagged",
+    "claim.blocked",
+    "claim.approved",
+    "claim.declined",
+    "upload.completed",
+    "upload.failed",
+    "workflow.task.created",
+];
+
+/// Whether `kind` is one of [`EVENT_KINDS`].
+pub fn is_event_kind(kind: &str) -> bool {
+    EVENT_KINDS.contains(&kind)
+}
+
+/// `POST /webhooks`. Its `Debug` leaves the secret out.
+#[derive(Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhook {
+    /// The receiver: an absolute http(s) URL.
+    pub url: String,
+    /// Event kinds to deliver, from the spec's Events table.
+    pub events: Vec<String>,
+    /// Shared secret that keys both signatures; stored, never returned.
+    pub secret: String,
+    /// Deliveries are made only while enabled; default true.
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// `PATCH /webhooks/{webhook_id}`: the fields present are changed. Its `Debug` leaves
+/// the secret out.
+#[derive(Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchWebhook {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub secret: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+impl std::fmt::Debug for CreateWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateWebhook")
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for PatchWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatchWebhook")
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A subscription as the API returns it: never its secret.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Webhook {
+    pub webhook_id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub enabled: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One attempt to deliver one event to one subscription.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct DeliveryAttempt {
+    /// The delivery (one event to one subscription), also sent as `X-Service-Delivery`.
+    pub delivery_id: String,
+    /// The event's id: the same on every attempt and redelivery.
+    pub event_id: String,
+    pub event: String,
+    /// Numbered from 1 within the delivery.
+    pub attempt: i64,
+    /// The receiver's status, absent when it did not answer.
+    pub status_code: Option<i64>,
+    /// Why the attempt failed, absent on success.
+    pub error: Option<String>,
+    pub duration_ms: i64,
+    pub at: String,
+    /// When the next attempt is due; absent when none is scheduled (delivered, or
+    /// failed after the last retry).
+    pub next_attempt_at: Option<String>,
+}
