@@ -22,3 +22,4 @@ mod providers;
 mod rulebooks;
 mod tenant_settings;
 mod users;
+mod webhooks;

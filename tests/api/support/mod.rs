@@ -53,6 +53,7 @@ pub struct TestApp {
     pub config: Config,
     pub data_dir: PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
+    running: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     // Kept last: dropped after the server stops using the database.
     _db: std::sync::Arc<Database>,
     _dir: std::sync::Arc<tempfile::TempDir>,
@@ -108,7 +109,7 @@ impl TestApp {
         let store = server.state().store.clone();
         let state = server.state().clone();
         let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(server.run_until(async move {
+        let running = tokio::spawn(server.run_until(async move {
             let _ = rx.await;
         }));
         TestApp {
@@ -123,6 +124,7 @@ impl TestApp {
             config,
             data_dir: dir.path().to_owned(),
             shutdown: Some(tx),
+            running: Some(running),
             _db: db,
             _dir: dir,
         }
@@ -225,6 +227,16 @@ impl TestApp {
             .await;
         assert_eq!(p.status, StatusCode::OK, "{}", p.body);
         id
+    }
+
+    /// Shuts the service down and waits until it has stopped, as a restart does.
+    pub async fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(running) = self.running.take() {
+            running.await.unwrap().unwrap();
+        }
     }
 
     pub async fn get(&self, path: &str, token: &str) -> Reply {

@@ -1,0 +1,756 @@
+//! Webhooks (spec: Events, Signature, Delivery rules; contract: Webhooks), against a
+//! real receiver: a small axum server on port 0 that records what arrives and answers
+//! as each test scripts it. Signatures are checked with the `hmac` crate directly and
+//! with Python's `standardwebhooks` package, never with the service's signing code.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use hmac::{Hmac, Mac};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sha2::Sha256;
+
+use crate::claims::{claim, ready_tenant};
+use crate::support::{Backend, Session, TestApp};
+
+crate::both_backends!(
+    a_completed_claim_is_delivered_signed_as_the_contract_says,
+    each_subscription_gets_only_its_event_kinds,
+    three_failures_give_four_attempts_1_5_and_30_seconds_apart,
+    exhausted_retries_mark_the_delivery_failed_and_redelivery_sends_it_again,
+    no_answer_within_5_seconds_is_a_failure,
+    a_restart_in_the_middle_of_a_schedule_neither_loses_nor_hastens_an_attempt,
+    deleting_a_subscription_stops_its_deliveries,
+    a_dead_endpoint_does_not_slow_another_tenants_deliveries,
+    subscriptions_are_validated_and_private_targets_refused,
+    subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only,
+);
+
+/// What the receiver answers to one request.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Status(u16),
+    /// Holds the request this long, then answers 200.
+    Hang(Duration),
+}
+
+#[derive(Debug, Clone)]
+struct Hit {
+    at: Instant,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Hit {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+#[derive(Clone)]
+struct Receiver {
+    addr: SocketAddr,
+    hits: Arc<Mutex<Vec<Hit>>>,
+}
+
+impl Receiver {
+    /// A receiver answering `script` in order, then 200.
+    async fn start(script: &[Answer]) -> Self {
+        let hits: Arc<Mutex<Vec<Hit>>> = Arc::default();
+        let script = Arc::new(Mutex::new(script.iter().copied().collect::<VecDeque<_>>()));
+        let (h, s) = (hits.clone(), script.clone());
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+                let (h, s) = (h.clone(), s.clone());
+                async move {
+                    h.lock().unwrap().push(Hit {
+                        at: Instant::now(),
+                        headers,
+                        body,
+                    });
+                    let answer = s.lock().unwrap().pop_front().unwrap_or(Answer::Status(200));
+                    match answer {
+                        Answer::Status(code) => axum::http::StatusCode::from_u16(code).unwrap(),
+                        Answer::Hang(d) => {
+                            tokio::time::sleep(d).await;
+                            axum::http::StatusCode::OK
+                        }
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { addr, hits }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` requests arrived; answers them.
+    async fn wait_for(&self, n: usize, within: Duration) -> Vec<Hit> {
+        let deadline = Instant::now() + within;
+        loop {
+            let hits = self.hits();
+            if hits.len() >= n {
+                return hits;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected {n} deliveries, got {}",
+                hits.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A service whose webhooks may reach the receiver on loopback.
+async fn app(b: Backend) -> TestApp {
+    TestApp::spawn_with(b, |s| s.webhook_allow_private = true).await
+}
+
+async fn subscribe(app: &TestApp, s: &Session, url: &str, events: &[&str], secret: &str) -> String {
+    let r = app
+        .call(
+            Method::POST,
+            "/webhooks",
+            Some(&s.access),
+            Some(json!({"url": url, "events": events, "secret": secret})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    r.body["webhook_id"].as_str().unwrap().to_owned()
+}
+
+async fn submit(app: &TestApp, s: &Session, body: Value) {
+    let r = app
+        .call(Method::POST, "/claims/intake", Some(&s.access), Some(body))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+}
+
+fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Verifies a delivery with Python's `standardwebhooks` (installed by `scripts/test`).
+fn verify_with_standardwebhooks(secret: &str, hit: &Hit) {
+    let python = std::env::var("CLAIMS_PYTHON").unwrap_or_else(|_| {
+        let venv = format!(
+            "{}/.cache/claims/venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        );
+        if std::path::Path::new(&venv).exists() {
+            venv
+        } else {
+            "python3".into()
+        }
+    });
+    let script = "import sys, json\n\
+                  from standardwebhooks.webhooks import Webhook\n\
+                  secret, wid, ts, sig = sys.argv[1:5]\n\
+                  body = sys.stdin.buffer.read()\n\
+                  Webhook(secret.encode()).verify(body, {'webhook-id': wid, 'webhook-timestamp': ts, 'webhook-signature': sig})\n\
+                  print('verified')";
+    let mut child = std::process::Command::new(&python)
+        .args([
+            "-c",
+            script,
+            secret,
+            hit.header("webhook-id"),
+            hit.header("webhook-timestamp"),
+            hit.header("webhook-signature"),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {python} (run scripts/test, which installs standardwebhooks): {e}")
+        });
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&hit.body).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "verified",
+        "standardwebhooks refused the delivery: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The delivery log of a subscription.
+async fn attempts(app: &TestApp, s: &Session, webhook_id: &str) -> Vec<Value> {
+    let r = app
+        .get(&format!("/webhooks/{webhook_id}/deliveries"), &s.access)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    r.body["data"].as_array().unwrap().clone()
+}
+
+/// Waits until the delivery log has `n` attempts; answers them, oldest first.
+async fn wait_for_attempts(app: &TestApp, s: &Session, webhook_id: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut a = attempts(app, s, webhook_id).await;
+        if a.len() >= n {
+            a.reverse();
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {n} logged attempts: {a:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn a_completed_claim_is_delivered_signed_as_the_contract_says(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[]).await;
+    let secret = "whsec-test-secret-ü";
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], secret).await;
+    submit(&app, &s, claim("CLM-1")).await;
+    let hit = rx.wait_for(1, Duration::from_secs(20)).await.remove(0);
+
+    // X-Service-Signature: plain HMAC-SHA256 of the raw body, keyed with the secret.
+    let expected = format!(
+        "sha256={}",
+        hex::encode(hmac_sha256(secret.as_bytes(), &hit.body))
+    );
+    assert_eq!(hit.header("x-service-signature"), expected);
+    assert_eq!(hit.header("content-type"), "application/json");
+    assert_eq!(hit.header("x-service-event"), "claim.completed");
+
+    // Members in the contract's order; `signature` signs the body without itself.
+    let text = std::str::from_utf8(&hit.body).unwrap();
+    let positions: Vec<usize> = [
+        "{\"id\"",
+        ",\"event\"",
+        ",\"timestamp\"",
+        ",\"data\"",
+        ",\"signature\"",
+    ]
+    .iter()
+    .map(|m| {
+        text.find(m)
+            .unwrap_or_else(|| panic!("{m} missing in {text}"))
+    })
+    .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let unsigned = format!("{}}}", &text[..positions[4]]);
+    let body = hit.json();
+    assert_eq!(
+        body["signature"],
+        format!(
+            "sha256={}",
+            hex::encode(hmac_sha256(secret.as_bytes(), unsigned.as_bytes()))
+        )
+    );
+
+    // One id everywhere.
+    let event_id = body["id"].as_str().unwrap();
+    assert!(event_id.starts_with("evt_"));
+    assert_eq!(hit.header("x-service-event-id"), event_id);
+    assert_eq!(hit.header("webhook-id"), event_id);
+    assert!(hit.header("x-service-delivery").starts_with("dlv_"));
+
+    // The data of claim.completed, as the spec lists it.
+    let c = app.get("/claims/CLM-1", &s.access).await.body;
+    assert_eq!(
+        body["data"],
+        json!({"claim_id": "CLM-1", "status": "completed", "outcome": "ADJUDICATED",
+               "approved_amount": c["approved_amount"], "fraud_score": c["fraud_score"], "audit_id": c["audit_id"]})
+    );
+    assert_eq!(body["event"], "claim.completed");
+
+    // Standard Webhooks, with an off-the-shelf verifier; a changed body is refused.
+    verify_with_standardwebhooks(secret, &hit);
+    let ts: i64 = hit.header("webhook-timestamp").parse().unwrap();
+    assert!((ts - time::OffsetDateTime::now_utc().unix_timestamp()).abs() < 60);
+
+    // The log shows the attempt.
+    let log = wait_for_attempts(&app, &s, &webhook_id, 1).await;
+    assert_eq!(log[0]["attempt"], 1);
+    assert_eq!(log[0]["status_code"], 200);
+    assert_eq!(log[0]["event_id"], event_id);
+    assert_eq!(log[0]["event"], "claim.completed");
+    assert_eq!(log[0]["error"], Value::Null);
+    assert_eq!(log[0]["next_attempt_at"], Value::Null);
+    assert_eq!(log[0]["delivery_id"], hit.header("x-service-delivery"));
+}
+
+async fn each_subscription_gets_only_its_event_kinds(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    app.publish_rulebook(
+        &s.access,
+        json!([{"rule_id": "cardio", "when": "provider.specialty == 'cardiology'", "action": "flag", "reason_code": "REVIEW"}]),
+    )
+    .await;
+    let review = Receiver::start(&[]).await;
+    let done = Receiver::start(&[]).await;
+    let blocked = Receiver::start(&[]).await;
+    subscribe(
+        &app,
+        &s,
+        &review.url(),
+        &["claim.flagged", "workflow.task.created"],
+        "a-secret",
+    )
+    .await;
+    subscribe(&app, &s, &done.url(), &["claim.completed"], "b-secret").await;
+    subscribe(&app, &s, &blocked.url(), &["claim.blocked"], "c-secret").await;
+    submit(&app, &s, claim("CLM-F")).await;
+
+    let mut kinds: Vec<String> = review
+        .wait_for(2, Duration::from_secs(20))
+        .await
+        .iter()
+        .map(|h| h.json()["event"].as_str().unwrap().to_owned())
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["claim.flagged", "workflow.task.created"]);
+    let flagged = review
+        .hits()
+        .into_iter()
+        .find(|h| h.json()["event"] == "claim.flagged")
+        .unwrap()
+        .json();
+    assert_eq!(flagged["data"]["claim_id"], "CLM-F");
+    assert_eq!(flagged["data"]["status"], "pending_review");
+    assert!(flagged["data"]["task_id"].is_string());
+    let completed = done.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(completed[0].json()["data"]["outcome"], "FLAGGED");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(review.hits().len(), 2);
+    assert_eq!(done.hits().len(), 1);
+    assert!(blocked.hits().is_empty(), "no claim was blocked");
+}
+
+fn gaps(hits: &[Hit]) -> Vec<f64> {
+    hits.windows(2)
+        .map(|w| (w[1].at - w[0].at).as_secs_f64())
+        .collect()
+}
+
+fn assert_schedule(gaps: &[f64]) {
+    for (gap, want) in gaps.iter().zip([1.0, 5.0, 30.0]) {
+        assert!(
+            *gap >= want - 0.05 && *gap <= want + 1.5,
+            "retry gaps {gaps:?} are not 1 s, 5 s and 30 s"
+        );
+    }
+}
+
+async fn three_failures_give_four_attempts_1_5_and_30_seconds_apart(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[
+        Answer::Status(500),
+        Answer::Status(503),
+        Answer::Status(404),
+    ])
+    .await;
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    submit(&app, &s, claim("CLM-R")).await;
+    let hits = rx.wait_for(4, Duration::from_secs(60)).await;
+    assert_schedule(&gaps(&hits));
+    let ids: Vec<&str> = hits
+        .iter()
+        .map(|h| h.header("x-service-event-id"))
+        .collect();
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "one event id on every attempt: {ids:?}"
+    );
+    assert!(hits.iter().all(|h| h.header("webhook-id") == ids[0]));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rx.hits().len(), 4, "a delivered event is not sent again");
+
+    let log = wait_for_attempts(&app, &s, &webhook_id, 4).await;
+    let statuses: Vec<Value> = log.iter().map(|a| a["status_code"].clone()).collect();
+    assert_eq!(statuses, [json!(500), json!(503), json!(404), json!(200)]);
+    assert_eq!(
+        log.iter()
+            .map(|a| a["attempt"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    assert!(log[0]["next_attempt_at"].is_string());
+    assert!(log[0]["error"].as_str().unwrap().contains("500"));
+}
+
+async fn exhausted_retries_mark_the_delivery_failed_and_redelivery_sends_it_again(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[Answer::Status(500); 4]).await;
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    submit(&app, &s, claim("CLM-X")).await;
+    let hits = rx.wait_for(4, Duration::from_secs(60)).await;
+    assert_schedule(&gaps(&hits));
+    let log = wait_for_attempts(&app, &s, &webhook_id, 4).await;
+    assert_eq!(
+        log[3]["next_attempt_at"],
+        Value::Null,
+        "failed for good: {:?}",
+        log[3]
+    );
+    assert!(log[3]["error"].is_string());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rx.hits().len(), 4, "no fifth attempt without a redelivery");
+
+    let delivery_id = log[3]["delivery_id"].as_str().unwrap();
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"),
+            Some(&s.access),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let hits = rx.wait_for(5, Duration::from_secs(10)).await;
+    assert_eq!(
+        hits[4].header("x-service-event-id"),
+        hits[0].header("x-service-event-id")
+    );
+    let log = wait_for_attempts(&app, &s, &webhook_id, 5).await;
+    assert_eq!(log[4]["attempt"], 5);
+    assert_eq!(log[4]["status_code"], 200);
+
+    let missing = app
+        .call(
+            Method::POST,
+            &format!("/webhooks/{webhook_id}/deliveries/dlv_nope/redeliver"),
+            Some(&s.access),
+            None,
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+async fn no_answer_within_5_seconds_is_a_failure(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[Answer::Hang(Duration::from_secs(7))]).await;
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    submit(&app, &s, claim("CLM-T")).await;
+    let hits = rx.wait_for(2, Duration::from_secs(30)).await;
+    // 5 s of waiting for an answer, then the 1 s retry wait.
+    let gap = (hits[1].at - hits[0].at).as_secs_f64();
+    assert!(
+        (5.9..7.5).contains(&gap),
+        "the retry came {gap} s after the first attempt"
+    );
+    let log = wait_for_attempts(&app, &s, &webhook_id, 2).await;
+    assert_eq!(log[0]["status_code"], Value::Null);
+    assert!(
+        log[0]["error"].as_str().unwrap().contains("5 s"),
+        "{:?}",
+        log[0]
+    );
+    let took = log[0]["duration_ms"].as_i64().unwrap();
+    assert!((4900..6000).contains(&took), "{took}");
+    assert_eq!(log[1]["status_code"], 200);
+}
+
+async fn a_restart_in_the_middle_of_a_schedule_neither_loses_nor_hastens_an_attempt(b: Backend) {
+    let mut first = app(b).await;
+    let s = ready_tenant(&first, "acme").await;
+    let rx = Receiver::start(&[Answer::Status(500), Answer::Status(500)]).await;
+    let webhook_id = subscribe(&first, &s, &rx.url(), &["claim.completed"], "secret").await;
+    submit(&first, &s, claim("CLM-S")).await;
+    // The second attempt fails; the third is due 5 s later. Stop the service now.
+    rx.wait_for(2, Duration::from_secs(20)).await;
+    wait_for_attempts(&first, &s, &webhook_id, 2).await;
+    first.stop().await;
+    let second = first
+        .spawn_sibling(|c| c.webhook_allow_private = true)
+        .await;
+    let hits = rx.wait_for(3, Duration::from_secs(20)).await;
+    let gap = (hits[2].at - hits[1].at).as_secs_f64();
+    assert!(
+        (4.95..6.5).contains(&gap),
+        "the third attempt came {gap} s after the second"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rx.hits().len(), 3, "the attempt is made once");
+    let log = wait_for_attempts(&second, &s, &webhook_id, 3).await;
+    assert_eq!(log[2]["attempt"], 3);
+    assert_eq!(log[2]["status_code"], 200);
+}
+
+async fn deleting_a_subscription_stops_its_deliveries(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[Answer::Status(500)]).await;
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    submit(&app, &s, claim("CLM-D")).await;
+    rx.wait_for(1, Duration::from_secs(20)).await;
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/webhooks/{webhook_id}"),
+            Some(&s.access),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    submit(&app, &s, claim("CLM-D2")).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        rx.hits().len(),
+        1,
+        "neither the retry nor a new event is delivered"
+    );
+    let gone = app
+        .get(&format!("/webhooks/{webhook_id}/deliveries"), &s.access)
+        .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}
+
+async fn a_dead_endpoint_does_not_slow_another_tenants_deliveries(b: Backend) {
+    let app = app(b).await;
+    let slow_tenant = ready_tenant(&app, "slow").await;
+    let fast_tenant = ready_tenant(&app, "fast").await;
+    let dead = Receiver::start(&[Answer::Hang(Duration::from_secs(20)); 64]).await;
+    let alive = Receiver::start(&[]).await;
+    subscribe(
+        &app,
+        &slow_tenant,
+        &dead.url(),
+        &["claim.completed"],
+        "secret",
+    )
+    .await;
+    subscribe(
+        &app,
+        &fast_tenant,
+        &alive.url(),
+        &["claim.completed"],
+        "secret",
+    )
+    .await;
+    // Enough events to fill the dead endpoint's slots several times over.
+    let batch: Vec<Value> = (0..60).map(|i| claim(&format!("CLM-{i}"))).collect();
+    let r = app
+        .call(
+            Method::POST,
+            "/claims/batch",
+            Some(&slow_tenant.access),
+            Some(Value::Array(batch)),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    dead.wait_for(1, Duration::from_secs(20)).await;
+    let started = Instant::now();
+    submit(&app, &fast_tenant, claim("CLM-FAST")).await;
+    alive.wait_for(1, Duration::from_secs(20)).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the live endpoint waited {took:?}"
+    );
+    // The dead endpoint never holds more than its share of attempts at once.
+    assert!(
+        dead.hits().len() <= 16,
+        "{} attempts in flight to one endpoint",
+        dead.hits().len()
+    );
+}
+
+async fn subscriptions_are_validated_and_private_targets_refused(b: Backend) {
+    // The default: private targets refused.
+    let app = TestApp::spawn(b).await;
+    let s = app.session("acme", "tenant:configure").await;
+    let cases = [
+        (
+            json!({"url": "http://127.0.0.1:9/hook", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "http://localhost:9/hook", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "http://[::ffff:10.0.0.1]/hook", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "http://169.254.169.254/latest", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "ftp://hooks.example.com/x", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "not a url", "events": ["claim.completed"], "secret": "s"}),
+            "url",
+        ),
+        (
+            json!({"url": "https://hooks.example.com/x", "events": ["claim.completed", "claim.exploded"], "secret": "s"}),
+            "events[1]",
+        ),
+        (
+            json!({"url": "https://hooks.example.com/x", "events": [], "secret": "s"}),
+            "events",
+        ),
+        (
+            json!({"url": "https://hooks.example.com/x", "events": ["claim.completed"], "secret": ""}),
+            "secret",
+        ),
+    ];
+    for (body, field) in cases {
+        let r = app
+            .call(
+                Method::POST,
+                "/webhooks",
+                Some(&s.access),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {}",
+            r.body
+        );
+        assert_eq!(r.body["error"]["code"], "VALIDATION_ERROR");
+        assert_eq!(r.body["error"]["field"], field, "{body}");
+    }
+    let missing = app
+        .call(
+            Method::POST,
+            "/webhooks",
+            Some(&s.access),
+            Some(json!({"url": "https://hooks.example.com/x", "events": ["claim.completed"]})),
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.body["error"]["field"], "secret");
+    let listed = app.get("/webhooks", &s.access).await;
+    assert_eq!(listed.body["data"], json!([]), "nothing was created");
+
+    // A public target is fine.
+    let ok = app
+        .call(Method::POST, "/webhooks", Some(&s.access), Some(json!({"url": "https://hooks.example.com/x", "events": ["claim.completed"], "secret": "s"})))
+        .await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.body);
+}
+
+async fn subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = app.session("acme", "tenant:configure").await;
+    let other = app.session("globex", "tenant:configure").await;
+    let r = app
+        .call(
+            Method::POST,
+            "/webhooks",
+            Some(&s.access),
+            Some(json!({"url": "https://hooks.example.com/a", "events": ["claim.completed", "claim.completed", "claim.flagged"], "secret": "top-secret-value"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let id = r.body["webhook_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        r.headers["location"],
+        format!("/api/v1/webhooks/{id}").as_str()
+    );
+    assert_eq!(
+        r.body["events"],
+        json!(["claim.completed", "claim.flagged"])
+    );
+    assert_eq!(r.body["enabled"], true);
+    assert!(
+        !r.body.to_string().contains("top-secret-value"),
+        "the secret is never returned"
+    );
+
+    let got = app.get(&format!("/webhooks/{id}"), &s.access).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert!(got.body.get("secret").is_none());
+    let p = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{id}"),
+            Some(&s.access),
+            Some(json!({"enabled": false, "events": ["claim.blocked"]})),
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::OK, "{}", p.body);
+    assert_eq!(
+        (p.body["enabled"].clone(), p.body["events"].clone()),
+        (json!(false), json!(["claim.blocked"]))
+    );
+    assert_eq!(p.body["url"], "https://hooks.example.com/a");
+    let bad = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{id}"),
+            Some(&s.access),
+            Some(json!({"url": "gopher://x"})),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Another tenant sees nothing of it.
+    for (m, path) in [
+        (Method::GET, format!("/webhooks/{id}")),
+        (Method::PATCH, format!("/webhooks/{id}")),
+        (Method::DELETE, format!("/webhooks/{id}")),
+        (Method::GET, format!("/webhooks/{id}/deliveries")),
+    ] {
+        let body = (m == Method::PATCH).then(|| json!({"enabled": true}));
+        let r = app.call(m.clone(), &path, Some(&other.access), body).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{m} {path}");
+    }
+    assert_eq!(
+        app.get("/webhooks", &other.access).await.body["data"],
+        json!([])
+    );
+    assert_eq!(
+        app.get("/webhooks", &s.access).await.body["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let d = app
+        .call(
+            Method::DELETE,
+            &format!("/webhooks/{id}"),
+            Some(&s.access),
+            None,
+        )
+        .await;
+    assert_eq!(d.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        app.get(&format!("/webhooks/{id}"), &s.access).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
