@@ -77,6 +77,7 @@ async fn main() {
         ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
         ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
         ("RUST_LOG".into(), "warn".into()),
+        ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
     ];
     if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
         envs.push(("CLAIMS_DATABASE_URL".into(), url));
@@ -108,12 +109,18 @@ async fn main() {
         "--password",
         "bench-password",
         "--scopes",
-        "claims:write claims:read providers:write rulebooks:write"
+        "claims:write claims:read providers:write rulebooks:write tenant:configure"
     ])
     .status
     .success());
+    // Webhooks are delivered by a later process of their own, so that their rate is
+    // measured apart from the pipeline's.
     let mut child: Child = Command::new(bin)
-        .arg("serve")
+        .args([
+            "serve",
+            "--stages",
+            "api,validate,rules,fraud,decide,snapshot",
+        ])
         .envs(envs.iter().cloned())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -189,6 +196,14 @@ async fn main() {
         json!({}),
     )
     .await;
+
+    let receiver = Receiver::start().await;
+    let hook = post(
+        format!("{base}/webhooks"),
+        json!({"url": receiver.url(), "events": ["claim.completed"], "secret": "bench-secret"}),
+    )
+    .await;
+    assert_eq!(hook.status().as_u16(), 201, "the webhook is created");
 
     println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
     let started = Instant::now();
@@ -288,4 +303,85 @@ async fn main() {
     println!("service peak RSS: {:.0} MiB", peak_rss_mib(child.id()));
     child.kill().unwrap();
     child.wait().unwrap();
+
+    // Webhooks: one `claim.completed` per claim, queued and sent by a process running
+    // only the webhook stage, to a local receiver answering 200.
+    let deliveries = n + singles;
+    let mut sender: Child = Command::new(bin)
+        .args(["serve", "--stages", "webhooks"])
+        .envs(envs.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while receiver.count() < deliveries {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {deliveries} webhooks arrived",
+            receiver.count()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (first, last) = receiver.span();
+    let secs = (last - first).as_secs_f64();
+    println!(
+        "webhooks:       {:>9.0} deliveries/s ({deliveries} signed deliveries in {secs:.2} s, first to last)",
+        (deliveries - 1) as f64 / secs
+    );
+    println!(
+        "webhook process peak RSS: {:.0} MiB",
+        peak_rss_mib(sender.id())
+    );
+    sender.kill().unwrap();
+    sender.wait().unwrap();
+}
+
+/// Deliveries received, and when the first and the last arrived.
+type Tally = std::sync::Arc<std::sync::Mutex<(usize, Option<Instant>, Option<Instant>)>>;
+
+/// A local webhook receiver: counts deliveries and notes when the first and the last
+/// arrived.
+#[derive(Clone)]
+struct Receiver {
+    addr: std::net::SocketAddr,
+    hits: Tally,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let hits: Tally = std::sync::Arc::default();
+        let h = hits.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |_body: axum::body::Bytes| {
+                let h = h.clone();
+                async move {
+                    let mut g = h.lock().unwrap();
+                    let now = Instant::now();
+                    g.0 += 1;
+                    g.1.get_or_insert(now);
+                    g.2 = Some(now);
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { addr, hits }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn count(&self) -> usize {
+        self.hits.lock().unwrap().0
+    }
+
+    fn span(&self) -> (Instant, Instant) {
+        let g = self.hits.lock().unwrap();
+        (g.1.unwrap(), g.2.unwrap())
+    }
 }

@@ -34,7 +34,9 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Roles this process runs, comma-separated; all of them by default.
-    #[arg(long, value_delimiter = ',', value_parser = ["api", "validate", "rules", "fraud", "decide", "snapshot"])]
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(
+        std::iter::once("api").chain(pipeline::stages::NAMES)
+    ))]
     pub stages: Option<Vec<String>>,
     /// Create a demo tenant and a user holding every scope, and print how to log in.
     #[arg(long)]

@@ -329,16 +329,16 @@ impl Store {
         Ok(())
     }
 
-    /// Claims up to `limit` deliveries due at `now` of enabled subscriptions, at most
-    /// `per_webhook` of any one subscription and none of those in `busy`, by moving them
-    /// to `lease_until`. Oldest due first. The cap per subscription keeps one endpoint's
-    /// backlog from filling the batch while others wait.
+    /// Claims up to `limit` deliveries due at `now` of enabled subscriptions, oldest due
+    /// first, by moving them to `lease_until`: at most `room(webhook_id)` of any one
+    /// subscription, and none of those in `busy`. Leaving busy subscriptions out of the
+    /// query keeps one endpoint's backlog from hiding the others' due deliveries.
     pub async fn claim_due_deliveries(
         &self,
         now: i64,
         lease_until: i64,
         limit: usize,
-        per_webhook: usize,
+        room: impl Fn(&str) -> usize,
         busy: &[String],
     ) -> Result<Vec<DueDelivery>, StoreError> {
         let skip = if busy.is_empty() {
@@ -350,25 +350,31 @@ impl Store {
             )
         };
         let sql = format!(
-            "SELECT delivery_id FROM (SELECT d.delivery_id, d.next_attempt_at, \
-             ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at) AS rn \
+            "SELECT d.delivery_id, d.webhook_id, d.event_id, d.event, d.payload, w.url, w.secret, d.attempts, d.failures \
              FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id \
-             WHERE d.state = 'pending' AND d.next_attempt_at <= {} AND w.enabled = 1{skip}) due \
-             WHERE rn <= {} ORDER BY next_attempt_at LIMIT {}",
+             WHERE d.state = 'pending' AND d.next_attempt_at <= {} AND w.enabled = 1{skip} \
+             ORDER BY d.next_attempt_at LIMIT {}",
             placeholders(self.backend(), 1, 1),
             placeholders(self.backend(), busy.len() + 2, 1),
-            placeholders(self.backend(), busy.len() + 3, 1),
         );
-        let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+        let mut q = sqlx::query_as::<_, DueDelivery>(&sql).bind(now);
         for b in busy {
             q = q.bind(b);
         }
-        let ids = q
-            .bind(per_webhook as i64)
-            .bind(limit as i64)
-            .fetch_all(self.writer())
-            .await?;
-        if ids.is_empty() {
+        let candidates = q.bind(limit as i64).fetch_all(self.writer()).await?;
+        let mut taken: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut picked = Vec::with_capacity(limit);
+        for c in &candidates {
+            if picked.len() == limit {
+                break;
+            }
+            let n = taken.entry(c.webhook_id.as_str()).or_default();
+            if *n < room(&c.webhook_id) {
+                *n += 1;
+                picked.push(c);
+            }
+        }
+        if picked.is_empty() {
             return Ok(Vec::new());
         }
         // Another sender (another process) may have claimed some meanwhile: only the
@@ -378,29 +384,21 @@ impl Store {
              AND delivery_id IN ({}) RETURNING delivery_id",
             placeholders(self.backend(), 1, 1),
             placeholders(self.backend(), 2, 1),
-            placeholders(self.backend(), 3, ids.len()),
+            placeholders(self.backend(), 3, picked.len()),
         );
         let mut q = sqlx::query_scalar::<_, String>(&sql)
             .bind(lease_until)
             .bind(now);
-        for id in &ids {
-            q = q.bind(id);
+        for c in &picked {
+            q = q.bind(&c.delivery_id);
         }
-        let claimed = q.fetch_all(self.writer()).await?;
-        if claimed.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!(
-            "SELECT d.delivery_id, d.webhook_id, d.event_id, d.event, d.payload, w.url, w.secret, d.attempts, d.failures \
-             FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id WHERE d.delivery_id IN ({}) \
-             ORDER BY d.next_attempt_at",
-            placeholders(self.backend(), 1, claimed.len())
-        );
-        let mut q = sqlx::query_as::<_, DueDelivery>(&sql);
-        for id in &claimed {
-            q = q.bind(id);
-        }
-        Ok(q.fetch_all(self.writer()).await?)
+        let claimed: std::collections::HashSet<String> =
+            q.fetch_all(self.writer()).await?.into_iter().collect();
+        Ok(picked
+            .into_iter()
+            .filter(|c| claimed.contains(&c.delivery_id))
+            .cloned()
+            .collect())
     }
 
     /// The earliest time a pending delivery is due, to sleep until then.

@@ -28,7 +28,7 @@ pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
 pub fn fan_out(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDelivery> {
     let matching: Vec<&Subscription> = subscriptions
         .iter()
-        .filter(|s| s.events.iter().any(|k| *k == event.event))
+        .filter(|s| s.events.contains(&event.event))
         .collect();
     if matching.is_empty() {
         return Vec::new();

@@ -3,8 +3,9 @@
 //! - A failure is a non-2xx answer, a refused connection or no answer within 5 s; the
 //!   retry schedule is in [`super::schedule`], kept in the delivery's row.
 //! - Isolation: at most `per_endpoint` attempts in flight per subscription and
-//!   `max_in_flight` in all; a subscription at its cap is left out of the next claim, so
-//!   a slow or dead endpoint holds only its own slots.
+//!   `max_in_flight` in all. A sender holds at most `DEPTH × per_endpoint` deliveries of
+//!   one subscription; one at that depth is left out of the next claim, so a slow or
+//!   dead endpoint holds only its own slots.
 //! - One HTTP client for all deliveries, so connections are reused; it follows no
 //!   redirect and resolves names through the SSRF guard.
 //! - Outcomes are written in batches by one recorder task, so the store sees a few
@@ -24,9 +25,13 @@ use crate::store::{AttemptOutcome, DueDelivery, Store};
 
 /// The receiver's time to answer (spec: Limits).
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a claimed delivery is held by its sender: past the time-out, with room to
-/// record the outcome. A sender that dies mid-attempt releases it after this.
-pub const LEASE: Duration = Duration::from_secs(15);
+/// Deliveries a sender holds per subscription, in flight or waiting for a slot, as a
+/// multiple of `per_endpoint`: enough to keep a fast endpoint busy between claims.
+const DEPTH: usize = 4;
+/// How long a claimed delivery is held by its sender: a held delivery waits for at most
+/// `DEPTH - 1` rounds of attempts before its own, each at most the time-out, with room
+/// to record the outcome. A sender that dies mid-attempt releases it after this.
+pub const LEASE: Duration = Duration::from_secs(5 * DEPTH as u64 + 10);
 /// How often the sender looks for due deliveries when nothing wakes it: deliveries
 /// queued by another process, and retries coming due.
 const IDLE_POLL: Duration = Duration::from_millis(250);
@@ -91,19 +96,25 @@ impl Sender {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(record(self.store.clone(), done_rx, self.wake.clone()));
         let global = Arc::new(Semaphore::new(self.settings.max_in_flight));
-        let in_flight: Arc<Mutex<HashMap<String, Arc<Semaphore>>>> = Arc::default();
+        // Per subscription: its slots, and the deliveries held (in flight or waiting).
+        let in_flight: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
+        let depth = self.settings.per_endpoint * DEPTH;
         let mut failures = 0u32;
         loop {
             if *shutdown.borrow() {
                 break;
             }
             let free = global.available_permits();
-            let busy: Vec<String> = {
+            let (busy, held): (Vec<String>, HashMap<String, usize>) = {
                 let map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                map.iter()
-                    .filter(|(_, s)| s.available_permits() == 0)
+                let held: HashMap<String, usize> =
+                    map.iter().map(|(id, e)| (id.clone(), e.held)).collect();
+                let busy = held
+                    .iter()
+                    .filter(|(_, n)| **n >= depth)
                     .map(|(id, _)| id.clone())
-                    .collect()
+                    .collect();
+                (busy, held)
             };
             let now = now_ms();
             let due = if free == 0 {
@@ -114,7 +125,7 @@ impl Sender {
                         now,
                         now + LEASE.as_millis() as i64,
                         free.min(CLAIM_BATCH),
-                        self.settings.per_endpoint,
+                        |id| depth.saturating_sub(held.get(id).copied().unwrap_or(0)),
                         &busy,
                     )
                     .await
@@ -133,31 +144,35 @@ impl Sender {
             };
             let full = due.len() == free.min(CLAIM_BATCH) && free > 0;
             for d in due {
-                let endpoint = {
+                let slots = {
                     let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                    map.entry(d.webhook_id.clone())
-                        .or_insert_with(|| Arc::new(Semaphore::new(self.settings.per_endpoint)))
-                        .clone()
+                    let e = map.entry(d.webhook_id.clone()).or_insert_with(|| Endpoint {
+                        slots: Arc::new(Semaphore::new(self.settings.per_endpoint)),
+                        held: 0,
+                    });
+                    e.held += 1;
+                    e.slots.clone()
                 };
-                // Take the endpoint's slot now when one is free, so the map never drops a
-                // semaphore that a spawned attempt is about to use.
-                let held = endpoint.clone().try_acquire_owned().ok();
                 let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
+                let (map, wake) = (in_flight.clone(), self.wake.clone());
                 let allow_private = self.settings.allow_private;
                 tokio::spawn(async move {
                     // Endpoint first: a delivery waiting for its endpoint holds no global slot.
-                    let _endpoint = match held {
-                        Some(p) => p,
-                        None => match endpoint.acquire_owned().await {
-                            Ok(p) => p,
-                            Err(_) => return,
-                        },
-                    };
-                    let Ok(_slot) = global.acquire_owned().await else {
-                        return;
-                    };
-                    let outcome = attempt(&client, &d, allow_private).await;
-                    let _ = done.send(outcome);
+                    if let Ok(_endpoint) = slots.acquire_owned().await {
+                        if let Ok(_slot) = global.acquire_owned().await {
+                            let _ = done.send(attempt(&client, &d, allow_private).await);
+                        }
+                    }
+                    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(e) = map.get_mut(&d.webhook_id) {
+                        e.held -= 1;
+                        if e.held == 0 {
+                            map.remove(&d.webhook_id);
+                        }
+                    }
+                    drop(map);
+                    // Room for more of this endpoint.
+                    wake.notify_one();
                 });
             }
             if full {
@@ -175,14 +190,19 @@ impl Sender {
                 _ = tokio::time::sleep(nap.max(Duration::from_millis(5))) => {}
                 _ = shutdown.changed() => {}
             }
-            in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|_, s| s.available_permits() < self.settings.per_endpoint);
         }
         drop(done_tx);
         let _ = recorder.await;
     }
+}
+
+/// A subscription's share of the sender.
+#[derive(Debug)]
+struct Endpoint {
+    /// Attempts in flight, at most `per_endpoint`.
+    slots: Arc<Semaphore>,
+    /// Deliveries claimed and not finished.
+    held: usize,
 }
 
 /// One attempt of `d`.
