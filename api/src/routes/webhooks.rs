@@ -142,19 +142,12 @@ pub async fn patch_webhook(
     Path(webhook_id): Path<String>,
     Json(body): Json<PatchWebhook>,
 ) -> Result<Json<Webhook>, ApiError> {
-    let current = state
+    let (current, stored_secret) = state
         .store
-        .webhook(&who.tenant_id, &webhook_id)
+        .webhook_with_secret(&who.tenant_id, &webhook_id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    let secret = match body.secret {
-        Some(s) => s,
-        None => state
-            .store
-            .webhook_secret(&who.tenant_id, &webhook_id)
-            .await?
-            .ok_or(ApiError::NotFound)?,
-    };
+    let secret = body.secret.unwrap_or(stored_secret);
     let url = body.url.unwrap_or(current.url);
     let events = check_fields(
         &state,

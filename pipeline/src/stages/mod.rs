@@ -1,12 +1,12 @@
 //! The processing stages. Each has the same shape: its input topic, a pure `process`
 //! function from an input record and the stage's state to its outputs, the state, and
 //! its tests. [`runner`] drives any stage on the bus: poll a batch, gather the state the
-//! batch needs, process, publish every output, then commit.
+//! batch needs, process, then publish the outputs and commit the batch together.
 //!
 //! The chain: `claims.intake` → validate → `claims.validated` → rules →
 //! `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided` (+ domain
 //! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
-//! review task).
+//! review task); `claims.events` → webhooks (deliveries queued for the sender).
 
 pub mod decide;
 pub mod fraud;
@@ -15,6 +15,7 @@ pub mod rules;
 pub mod runner;
 pub mod snapshot;
 pub mod validate;
+pub mod webhooks;
 
 pub use record::ClaimInProcess;
 pub use runner::{run, Stage, StageError};
@@ -91,7 +92,7 @@ pub async fn spawn(
                     crate::webhooks::Sender::new(deps.store.clone(), deps.webhooks, queued.clone())
                         .map_err(StageError::Transient)?;
                 tasks.spawn(sender.run(shutdown.clone()));
-                go!(crate::webhooks::Dispatch {
+                go!(webhooks::Dispatch {
                     topics: t,
                     store: deps.store.clone(),
                     queued

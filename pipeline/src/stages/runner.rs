@@ -47,8 +47,9 @@ pub trait Stage: Send + 'static {
     ) -> impl std::future::Future<Output = Result<Outputs, StageError>> + Send;
 }
 
-/// Backoff between retries of a failing batch: 100 ms doubling to 5 s.
-fn backoff(attempt: u32) -> Duration {
+/// Backoff between retries of a failing batch (or any other store work retried in a
+/// loop): 100 ms doubling to 5 s.
+pub(crate) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << attempt.min(6))).min(Duration::from_secs(5))
 }
 

@@ -214,27 +214,10 @@ fn with_create_mode(url: &str) -> String {
 /// `($1, $2), ($3, $4)`; SQLite gets plain `?`, because sqlx looks each `$n` up by name
 /// there, which is quadratic in the number of parameters and dominated large inserts.
 pub(crate) fn values_list(backend: Backend, rows: usize, cols: usize) -> String {
-    let mut out = String::with_capacity(rows * cols * 5);
-    for r in 0..rows {
-        if r > 0 {
-            out.push_str(", ");
-        }
-        out.push('(');
-        for c in 0..cols {
-            if c > 0 {
-                out.push_str(", ");
-            }
-            match backend {
-                Backend::Sqlite => out.push('?'),
-                Backend::Postgres => {
-                    out.push('$');
-                    out.push_str(&(r * cols + c + 1).to_string());
-                }
-            }
-        }
-        out.push(')');
-    }
-    out
+    (0..rows)
+        .map(|r| format!("({})", placeholders(backend, r * cols + 1, cols)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `count` comma-separated placeholders, the first being parameter number `first`

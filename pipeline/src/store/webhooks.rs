@@ -34,6 +34,13 @@ impl From<WebhookRow> for Webhook {
 
 const COLUMNS: &str = "webhook_id, url, events, enabled, created_at, updated_at";
 
+#[derive(sqlx::FromRow)]
+struct WithSecret {
+    #[sqlx(flatten)]
+    row: WebhookRow,
+    secret: String,
+}
+
 /// A subscription's fields for writing.
 #[derive(Debug, Clone)]
 pub struct WebhookFields<'a> {
@@ -211,10 +218,10 @@ impl Store {
     ) -> Result<Option<Webhook>, StoreError> {
         let events =
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
-        let changed = sqlx::query(
+        let row = sqlx::query_as::<_, WebhookRow>(&format!(
             "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, updated_at = $5 \
-             WHERE tenant_id = $6 AND webhook_id = $7",
-        )
+             WHERE tenant_id = $6 AND webhook_id = $7 RETURNING {COLUMNS}"
+        ))
         .bind(w.url)
         .bind(&events)
         .bind(w.secret)
@@ -222,28 +229,25 @@ impl Store {
         .bind(now_ms())
         .bind(tenant_id)
         .bind(webhook_id)
-        .execute(self.writer())
-        .await?
-        .rows_affected();
-        if changed == 0 {
-            return Ok(None);
-        }
-        self.webhook(tenant_id, webhook_id).await
+        .fetch_optional(self.writer())
+        .await?;
+        Ok(row.map(Webhook::from))
     }
 
-    /// The stored secret of a subscription, for a PATCH that leaves it unchanged.
-    pub async fn webhook_secret(
+    /// A subscription with its stored secret, for a PATCH that may keep it.
+    pub async fn webhook_with_secret(
         &self,
         tenant_id: &str,
         webhook_id: &str,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT secret FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2",
-        )
+    ) -> Result<Option<(Webhook, String)>, StoreError> {
+        let row = sqlx::query_as::<_, WithSecret>(&format!(
+            "SELECT {COLUMNS}, secret FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2"
+        ))
         .bind(tenant_id)
         .bind(webhook_id)
         .fetch_optional(self.writer())
-        .await?)
+        .await?;
+        Ok(row.map(|r| (Webhook::from(r.row), r.secret)))
     }
 
     /// Deletes a subscription and cancels its pending deliveries; `false` when it does

@@ -21,6 +21,7 @@ use super::guard::{check_literal, GuardedResolver};
 use super::schedule::after_failure;
 use super::signing::sign;
 use crate::clock::now_ms;
+use crate::stages::runner::backoff;
 use crate::store::{AttemptOutcome, DueDelivery, Store};
 
 /// The receiver's time to answer (spec: Limits).
@@ -138,7 +139,7 @@ impl Sender {
                 Err(e) => {
                     failures += 1;
                     tracing::warn!(error = %e, "Cannot claim webhook deliveries; retrying.");
-                    tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+                    tokio::time::sleep(backoff(failures)).await;
                     continue;
                 }
             };
@@ -212,37 +213,34 @@ async fn attempt(client: &reqwest::Client, d: &DueDelivery, allow_private: bool)
     let result = send(client, d, allow_private).await;
     let at = now_ms();
     let duration_ms = started.elapsed().as_millis() as i64;
-    match result {
-        Ok(status) if (200..300).contains(&status) => AttemptOutcome {
-            delivery_id: d.delivery_id.clone(),
-            attempt: number,
-            status_code: Some(status),
-            error: None,
-            duration_ms,
-            at,
-            next_attempt_at: None,
-            failures: d.failures,
-        },
-        failed => {
-            let (status_code, error) = match failed {
-                Ok(status) => (Some(status), format!("the receiver answered {status}")),
-                Err(e) => (None, e),
-            };
+    let (status_code, error) = match result {
+        Ok(status) if (200..300).contains(&status) => (Some(status), None),
+        Ok(status) => (
+            Some(status),
+            Some(format!("the receiver answered {status}")),
+        ),
+        Err(e) => (None, Some(e)),
+    };
+    // A failure counts against the schedule, which says when (or whether) to try again.
+    let (failures, next_attempt_at) = match &error {
+        None => (d.failures, None),
+        Some(error) => {
+            tracing::debug!(delivery_id = %d.delivery_id, attempt = number, %error, "Webhook attempt failed.");
             let failures = d.failures + 1;
             let next = after_failure(u32::try_from(failures).unwrap_or(u32::MAX))
                 .map(|wait| at + wait.as_millis() as i64);
-            tracing::debug!(delivery_id = %d.delivery_id, attempt = number, %error, "Webhook attempt failed.");
-            AttemptOutcome {
-                delivery_id: d.delivery_id.clone(),
-                attempt: number,
-                status_code,
-                error: Some(error),
-                duration_ms,
-                at,
-                next_attempt_at: next,
-                failures,
-            }
+            (failures, next)
         }
+    };
+    AttemptOutcome {
+        delivery_id: d.delivery_id.clone(),
+        attempt: number,
+        status_code,
+        error,
+        duration_ms,
+        at,
+        next_attempt_at,
+        failures,
     }
 }
 
@@ -316,7 +314,7 @@ async fn record(
         while let Err(e) = store.record_attempts(&batch).await {
             failures += 1;
             tracing::warn!(error = %e, "Cannot record webhook attempts; retrying.");
-            tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
+            tokio::time::sleep(backoff(failures)).await;
         }
         batch.clear();
         // A retry may now be due sooner than the sender's nap.

@@ -1,19 +1,19 @@
-//! Stage `webhooks`: input `claims.events`. Fans each event out to the tenant's enabled
+//! Stage 6, webhooks: input `claims.events`. Fans each event out to the tenant's enabled
 //! subscriptions of its kind as queued deliveries, then wakes the sender. Delivery ids
 //! derive from the subscription and the event, so a redelivered event queues nothing
-//! new.
+//! new. The attempts themselves are the sender's (`crate::webhooks`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::signing::{unsigned_body, Envelope};
+use super::decide::DomainEvent;
+use super::runner::{decode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
-use crate::stages::decide::DomainEvent;
-use crate::stages::runner::{decode, Outputs, Stage, StageError};
 use crate::store::{NewDelivery, Store, Subscription};
 use crate::topics::Topics;
+use crate::webhooks::signing::{unsigned_body, Envelope};
 
 /// The delivery of `event_id` to `webhook_id`: the same on every redelivery of the event.
 pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
@@ -25,7 +25,7 @@ pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
 }
 
 /// The pure core: the deliveries of one event.
-pub fn fan_out(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDelivery> {
+pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDelivery> {
     let matching: Vec<&Subscription> = subscriptions
         .iter()
         .filter(|s| s.events.contains(&event.event))
@@ -85,7 +85,7 @@ impl Stage for Dispatch {
                 let subs = self.store.subscriptions(&e.tenant_id).await?;
                 subscriptions.insert(&e.tenant_id, subs);
             }
-            deliveries.extend(fan_out(e, &subscriptions[e.tenant_id.as_str()]));
+            deliveries.extend(process(e, &subscriptions[e.tenant_id.as_str()]));
         }
         if !deliveries.is_empty() {
             self.store.enqueue_deliveries(&deliveries).await?;
@@ -123,14 +123,14 @@ mod tests {
             sub("wh_b", &["claim.flagged", "claim.completed"]),
             sub("wh_c", &["claim.blocked"]),
         ];
-        let out = fan_out(&event("claim.completed"), &subs);
+        let out = process(&event("claim.completed"), &subs);
         assert_eq!(
             out.iter()
                 .map(|d| d.webhook_id.as_str())
                 .collect::<Vec<_>>(),
             ["wh_a", "wh_b"]
         );
-        assert!(fan_out(&event("upload.failed"), &subs).is_empty());
+        assert!(process(&event("upload.failed"), &subs).is_empty());
         let body: serde_json::Value = serde_json::from_str(&out[0].payload).unwrap();
         assert_eq!(body["id"], "evt_1");
         assert_eq!(body["data"]["claim_id"], "CLM-1");
