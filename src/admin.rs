@@ -5,7 +5,7 @@ use schemas::{ClientId, ScopeSet};
 use secrecy::SecretString;
 use serde::Serialize;
 
-use crate::cli::{CreateTenantArgs, CreateUserArgs};
+use crate::cli::{CreateTenantArgs, CreateUserArgs, VerifyAuditArgs};
 use crate::config::Config;
 use crate::output::{print_json, CliError};
 use crate::server::open_store;
@@ -122,4 +122,32 @@ pub async fn ensure_user(
         scopes: user.scopes,
         created,
     })
+}
+
+/// Walks the tenant's audit chain from its first record. Prints
+/// `{tenant_id, verified, records}` when it holds; otherwise the first broken record on
+/// stdout, and fails with `AUDIT_CHAIN_BROKEN`.
+pub async fn verify_audit(config: &Config, args: VerifyAuditArgs) -> anyhow::Result<()> {
+    let store = open_store(config).await?;
+    let result = store.verify_audit(&args.tenant_id).await;
+    store.close().await;
+    match result? {
+        Ok(records) => {
+            print_json(&serde_json::json!({
+                "tenant_id": args.tenant_id, "verified": true, "records": records,
+            }));
+            Ok(())
+        }
+        Err(b) => {
+            print_json(&serde_json::json!({
+                "tenant_id": args.tenant_id, "verified": false,
+                "first_break": { "seq": b.seq, "audit_id": b.audit_id, "problem": b.problem },
+            }));
+            Err(CliError::new(
+                "AUDIT_CHAIN_BROKEN",
+                format!("the chain breaks at record {} ({}): {}", b.seq, b.audit_id, b.problem),
+            )
+            .into())
+        }
+    }
 }

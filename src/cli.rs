@@ -49,6 +49,14 @@ pub enum AdminCommand {
     CreateTenant(CreateTenantArgs),
     /// Create a user, or bring an existing one to the given password and scopes.
     CreateUser(CreateUserArgs),
+    /// Walk a tenant's audit hash chain; exits non-zero naming the first broken record.
+    VerifyAudit(VerifyAuditArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyAuditArgs {
+    #[arg(long)]
+    pub tenant_id: String,
 }
 
 #[derive(Debug, Clone, Args)]

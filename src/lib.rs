@@ -34,6 +34,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Admin { command } => match command {
                 AdminCommand::CreateTenant(args) => admin::create_tenant(&config, args).await,
                 AdminCommand::CreateUser(args) => admin::create_user(&config, args).await,
+                AdminCommand::VerifyAudit(args) => admin::verify_audit(&config, args).await,
             },
         }
     });

@@ -18,8 +18,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    auth, claims, health, operations, providers, rulebooks, tenant_settings, users, webhooks,
-    well_known,
+    audit, auth, claims, health, operations, providers, rulebooks, tenant_settings, users,
+    webhooks, well_known, workflow,
 };
 use crate::state::AppState;
 
@@ -40,6 +40,8 @@ use crate::state::AppState;
         (name = "providers", description = "Providers and their contracts"),
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "webhooks", description = "Event subscriptions, their delivery log and redelivery"),
+        (name = "workflow", description = "The claims officers' review queue"),
+        (name = "audit", description = "The tenant's hash-chained audit log"),
         (name = "operations", description = "Health, metrics and this document"),
     )
 )]
@@ -88,6 +90,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(webhooks::redeliver))
+        .routes(routes!(workflow::list_tasks))
+        .routes(routes!(workflow::get_task))
+        .routes(routes!(workflow::claim_task))
+        .routes(routes!(workflow::transition_task))
+        .routes(routes!(audit::list_audit))
+        .routes(routes!(audit::get_audit))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
         .routes(routes!(operations::openapi_json))

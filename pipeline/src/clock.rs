@@ -12,6 +12,12 @@ pub fn to_ms(t: OffsetDateTime) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
+/// An RFC 3339 time (any offset) as Unix milliseconds.
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let t = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(to_ms(t))
+}
+
 /// RFC 3339 UTC with millisecond precision, the contract's time format.
 pub fn ms_to_rfc3339(ms: i64) -> String {
     let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

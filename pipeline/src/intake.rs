@@ -98,7 +98,7 @@ pub async fn accept(
     Ok(fresh)
 }
 
-fn into_store(e: crate::bus::BusError) -> StoreError {
+pub(crate) fn into_store(e: crate::bus::BusError) -> StoreError {
     match e {
         crate::bus::BusError::Unavailable(s) => s,
         other => StoreError::Config(other.to_string()),

@@ -10,3 +10,4 @@ pub mod stages;
 pub mod store;
 pub mod topics;
 pub mod webhooks;
+pub mod workflow;

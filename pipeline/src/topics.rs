@@ -17,6 +17,8 @@ pub struct Topics {
     pub decided: TopicSpec,
     /// Domain events (`claim.completed`, …), for webhooks and analysts.
     pub events: TopicSpec,
+    /// Officers' decisions on review tasks, keyed like the claim.
+    pub workflow: TopicSpec,
     /// Fraud state per provider and per member (compacted).
     pub fraud_providers: TopicSpec,
     pub fraud_members: TopicSpec,
@@ -34,6 +36,7 @@ impl Topics {
             scored: TopicSpec::new(name("claims.scored"), partitions, false),
             decided: TopicSpec::new(name("claims.decided"), partitions, false),
             events: TopicSpec::new(name("claims.events"), partitions, false),
+            workflow: TopicSpec::new(name("claims.workflow"), partitions, false),
             fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
             fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
@@ -51,6 +54,7 @@ impl Topics {
             self.scored.clone(),
             self.decided.clone(),
             self.events.clone(),
+            self.workflow.clone(),
             self.fraud_providers.clone(),
             self.fraud_members.clone(),
             self.dead_letter.clone(),

@@ -14,6 +14,7 @@ pub mod scope;
 pub mod tenant;
 pub mod user;
 pub mod webhook;
+pub mod workflow;
 
 pub use date::Date;
 pub use error::{ErrorBody, ErrorDetail};

@@ -444,7 +444,7 @@ pub async fn list_claims(
         provider_id: q.get("provider_id").cloned(),
         received_after_ms: match q.get("received_after") {
             None => None,
-            Some(s) => Some(parse_time(s).ok_or_else(|| {
+            Some(s) => Some(pipeline::clock::parse_rfc3339_ms(s).ok_or_else(|| {
                 ApiError::validation("received_after", "must be an RFC 3339 time")
             })?),
         },
@@ -478,7 +478,3 @@ pub async fn list_claims(
     }))
 }
 
-fn parse_time(s: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
-    Some(pipeline::clock::to_ms(t))
-}

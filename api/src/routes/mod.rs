@@ -1,5 +1,6 @@
 //! One file per resource of the contract.
 
+pub mod audit;
 pub mod auth;
 pub mod claims;
 pub mod health;
@@ -10,3 +11,4 @@ pub mod tenant_settings;
 pub mod users;
 pub mod webhooks;
 pub mod well_known;
+pub mod workflow;

@@ -51,6 +51,35 @@ pub struct Decision {
     pub decided_at_ms: i64,
     pub trace: Vec<TraceEntry>,
     pub events: Vec<DomainEvent>,
+    /// The officer (user id) whose review made this decision; none for the automatic one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub officer: Option<String>,
+}
+
+impl Decision {
+    /// The decision's audit record.
+    pub fn audit_entry(&self) -> crate::store::AuditEntry {
+        let (actor, action) = match (&self.officer, self.outcome) {
+            (None, _) => ("pipeline", "claim.decided"),
+            (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
+            (Some(o), _) => (o.as_str(), "claim.approved"),
+        };
+        let details = serde_json::json!({
+            "outcome": self.outcome, "status": self.status, "approved_amount": self.approved_amount,
+            "fraud_score": self.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": self.rulebook_version,
+            "reasons": self.reasons, "trace": self.trace, "task_id": self.task_id,
+        });
+        crate::store::AuditEntry {
+            audit_id: self.audit_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            at: self.decided_at_ms,
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            entity_type: "claim".into(),
+            entity_id: self.claim_id.clone(),
+            details: details.to_string(),
+        }
+    }
 }
 
 /// A stable id for `what` of a claim.
@@ -213,6 +242,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
             .map(|e| e.trace.clone())
             .unwrap_or_default(),
         events,
+        officer: None,
     }
 }
 

@@ -6,7 +6,8 @@
 //! The chain: `claims.intake` → validate → `claims.validated` → rules →
 //! `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided` (+ domain
 //! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
-//! review task); `claims.events` → webhooks (deliveries queued for the sender).
+//! review task); `claims.workflow` (officers' decisions) → workflow → `claims.decided`
+//! (+ events); `claims.events` → webhooks (deliveries queued for the sender).
 
 pub mod decide;
 pub mod fraud;
@@ -16,6 +17,7 @@ pub mod runner;
 pub mod snapshot;
 pub mod validate;
 pub mod webhooks;
+pub mod workflow;
 
 pub use record::ClaimInProcess;
 pub use runner::{run, Stage, StageError};
@@ -31,8 +33,8 @@ use crate::topics::Topics;
 
 /// The stages, by the names `claims serve --stages` takes. `webhooks` is the
 /// dispatcher with its sender.
-pub const NAMES: [&str; 6] = [
-    "validate", "rules", "fraud", "decide", "snapshot", "webhooks",
+pub const NAMES: [&str; 7] = [
+    "validate", "rules", "fraud", "decide", "snapshot", "workflow", "webhooks",
 ];
 
 /// What the stages share.
@@ -83,6 +85,10 @@ pub async fn spawn(
                 config: deps.config.clone()
             }),
             "snapshot" => go!(snapshot::Snapshot {
+                topics: t,
+                store: deps.store.clone()
+            }),
+            "workflow" => go!(workflow::Workflow {
                 topics: t,
                 store: deps.store.clone()
             }),

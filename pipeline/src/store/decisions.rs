@@ -1,8 +1,11 @@
-//! Writing decisions: the claim's snapshot, the decision's audit record and a review
-//! task, in one transaction per batch. Each write is idempotent: the snapshot moves only
+//! Writing decisions: the claim's snapshot, a review task for a flagged claim and the
+//! decision's audit record, in one transaction per batch. Each write is idempotent: the snapshot moves only
 //! to a higher `version`, the audit record and the task are keyed by ids derived from the
 //! claim, so a redelivered decision changes nothing.
 
+use schemas::claim::ClaimStatus;
+
+use super::audit::{self, AuditEntry};
 use super::{values_list, Store, StoreError};
 use crate::stages::decide::Decision;
 
@@ -10,8 +13,8 @@ use crate::stages::decide::Decision;
 const ROWS_PER_STATEMENT: usize = 1000;
 
 impl Store {
-    /// Writes a batch of decisions with three multi-row statements per chunk rather than
-    /// three statements per claim.
+    /// Writes a batch of decisions with a few multi-row statements per chunk rather than
+    /// a few statements per claim.
     pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<(), StoreError> {
         if decisions.is_empty() {
             return Ok(());
@@ -53,32 +56,9 @@ impl Store {
             }
             q.execute(&mut *tx).await?;
 
-            let sql = format!(
-                "INSERT INTO audit_records (audit_id, tenant_id, at, actor, action, entity_type, entity_id, details) \
-                 VALUES {} ON CONFLICT (audit_id) DO NOTHING",
-                values_list(backend, rows.len(), 8)
-            );
-            let mut q = sqlx::query(&sql);
-            for (d, _) in &rows {
-                let details = serde_json::json!({
-                    "outcome": d.outcome, "status": d.status, "approved_amount": d.approved_amount,
-                    "fraud_score": d.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": d.rulebook_version,
-                    "reasons": d.reasons, "trace": d.trace,
-                });
-                q = q
-                    .bind(&d.audit_id)
-                    .bind(&d.tenant_id)
-                    .bind(d.decided_at_ms)
-                    .bind("pipeline")
-                    .bind("claim.decided")
-                    .bind("claim")
-                    .bind(&d.claim_id)
-                    .bind(details.to_string());
-            }
-            q.execute(&mut *tx).await?;
-
             let tasks: Vec<_> = rows
                 .iter()
+                .filter(|(d, _)| d.status == ClaimStatus::PendingReview)
                 .filter_map(|(d, reasons)| d.task_id.as_ref().map(|t| (t, d, reasons)))
                 .collect();
             if !tasks.is_empty() {
@@ -101,6 +81,9 @@ impl Store {
                 q.execute(&mut *tx).await?;
             }
         }
+        // Last: the chain head is the last lock a transaction takes (see `audit`).
+        let entries: Vec<AuditEntry> = decisions.iter().map(Decision::audit_entry).collect();
+        audit::append(&mut tx, backend, &entries).await?;
         tx.commit().await?;
         Ok(())
     }

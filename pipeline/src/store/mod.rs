@@ -8,6 +8,7 @@
 //! lock and fail deferred transactions with SQLITE_BUSY. So on SQLite writes go through
 //! a single-connection pool while reads use several; on PostgreSQL both are one pool.
 
+mod audit;
 mod claims;
 mod decisions;
 mod error;
@@ -15,6 +16,7 @@ mod keys;
 mod providers;
 mod rulebooks;
 mod sessions;
+mod tasks;
 mod tenants;
 mod users;
 mod webhooks;
@@ -26,14 +28,20 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
+pub use audit::{
+    canonical, hash_of, verify_chain, AuditEntry, AuditFilter, AuditRecord, ChainBreak, GENESIS,
+};
 pub use claims::ClaimFilter;
 pub use error::StoreError;
 pub use keys::SigningKeyRecord;
 pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
+pub use tasks::{task_cursor, TaskDecision, TaskRefusal};
 pub use tenants::Tenant;
 pub use users::{User, UserChange, UserUpsert};
-pub use webhooks::{AttemptOutcome, DueDelivery, NewDelivery, Subscription, WebhookFields};
+pub use webhooks::{
+    AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Subscription, WebhookFields,
+};
 
 /// Which database engine a URL selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,31 +69,49 @@ pub struct NewDelivery {
     pub payload: String,
 }
 
-/// A delivery claimed for an attempt.
+/// An enabled subscription with deliveries due: where and with what to sign.
 #[derive(Clone, sqlx::FromRow)]
+pub struct DueEndpoint {
+    pub webhook_id: String,
+    pub url: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for DueEndpoint {
+    // The secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueEndpoint")
+            .field("webhook_id", &self.webhook_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Endpoints claimed from per statement: each adds a sub-select and three parameters.
+const ENDPOINTS_PER_CLAIM: usize = 50;
+
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    delivery_id: String,
+    webhook_id: String,
+    event_id: String,
+    event: String,
+    payload: String,
+    attempts: i64,
+    failures: i64,
+}
+
+/// A delivery claimed for an attempt.
+#[derive(Debug, Clone)]
 pub struct DueDelivery {
     pub delivery_id: String,
-    pub webhook_id: String,
     pub event_id: String,
     pub event: String,
     pub payload: String,
-    pub url: String,
-    pub secret: String,
     /// Attempts made so far; this one is `attempts + 1`.
     pub attempts: i64,
     /// Failures in the current schedule.
     pub failures: i64,
-}
-
-impl std::fmt::Debug for DueDelivery {
-    // The secret never reaches a log.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DueDelivery")
-            .field("delivery_id", &self.delivery_id)
-            .field("webhook_id", &self.webhook_id)
-            .field("event_id", &self.event_id)
-            .finish_non_exhaustive()
-    }
+    pub endpoint: std::sync::Arc<DueEndpoint>,
 }
 
 /// How an attempt ended.
@@ -333,76 +351,78 @@ impl Store {
         Ok(())
     }
 
-    /// Claims up to `limit` deliveries due at `now` of enabled subscriptions, oldest due
-    /// first, by moving them to `lease_until`: at most `room(webhook_id)` of any one
-    /// subscription, and none of those in `busy`. Leaving busy subscriptions out of the
-    /// query keeps one endpoint's backlog from hiding the others' due deliveries.
-    pub async fn claim_due_deliveries(
+    /// Enabled subscriptions with a delivery due at `now`: where the sender looks for
+    /// work. One index seek per subscription (`webhook_deliveries_by_webhook`), so a
+    /// long backlog of one endpoint costs nothing here.
+    pub async fn due_endpoints(&self, now: i64) -> Result<Vec<DueEndpoint>, StoreError> {
+        let sql = format!(
+            "SELECT w.webhook_id, w.url, w.secret FROM webhooks w WHERE w.enabled = 1 AND EXISTS \
+             (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.webhook_id AND d.state = 'pending' \
+             AND d.next_attempt_at <= {}) ORDER BY w.webhook_id",
+            placeholders(self.backend(), 1, 1)
+        );
+        Ok(sqlx::query_as::<_, DueEndpoint>(&sql)
+            .bind(now)
+            .fetch_all(self.reader())
+            .await?)
+    }
+
+    /// Claims up to `want` due deliveries of each endpoint, oldest due first, by moving
+    /// their `next_attempt_at` to `lease_until`, in one statement per
+    /// [`ENDPOINTS_PER_CLAIM`] endpoints. The outer condition is checked again on each
+    /// row, so of two senders (two processes) racing for a delivery only one gets it.
+    pub async fn claim_deliveries(
         &self,
         now: i64,
         lease_until: i64,
-        limit: usize,
-        room: impl Fn(&str) -> usize,
-        busy: &[String],
+        wants: &[(std::sync::Arc<DueEndpoint>, usize)],
     ) -> Result<Vec<DueDelivery>, StoreError> {
-        let skip = if busy.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " AND d.webhook_id NOT IN ({})",
-                placeholders(self.backend(), 2, busy.len())
-            )
-        };
-        let sql = format!(
-            "SELECT d.delivery_id, d.webhook_id, d.event_id, d.event, d.payload, w.url, w.secret, d.attempts, d.failures \
-             FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id \
-             WHERE d.state = 'pending' AND d.next_attempt_at <= {} AND w.enabled = 1{skip} \
-             ORDER BY d.next_attempt_at LIMIT {}",
-            placeholders(self.backend(), 1, 1),
-            placeholders(self.backend(), busy.len() + 2, 1),
-        );
-        let mut q = sqlx::query_as::<_, DueDelivery>(&sql).bind(now);
-        for b in busy {
-            q = q.bind(b);
-        }
-        let candidates = q.bind(limit as i64).fetch_all(self.writer()).await?;
-        let mut taken: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        let mut picked = Vec::with_capacity(limit);
-        for c in &candidates {
-            if picked.len() == limit {
-                break;
+        let by_id: std::collections::HashMap<&str, &std::sync::Arc<DueEndpoint>> =
+            wants.iter().map(|(e, _)| (e.webhook_id.as_str(), e)).collect();
+        let mut claimed = Vec::new();
+        for chunk in wants.chunks(ENDPOINTS_PER_CLAIM) {
+            let b = self.backend();
+            let arms: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let p = 3 + 3 * i;
+                    format!(
+                        "SELECT delivery_id FROM (SELECT delivery_id FROM webhook_deliveries WHERE webhook_id = {} \
+                         AND state = 'pending' AND next_attempt_at <= {} ORDER BY next_attempt_at LIMIT {}) AS a{i}",
+                        placeholders(b, p, 1),
+                        placeholders(b, p + 1, 1),
+                        placeholders(b, p + 2, 1),
+                    )
+                })
+                .collect();
+            // `state || ''` and `+ 0` keep SQLite's planner off the (state, due) index:
+            // with it, it walked every due delivery of the backlog and tested each
+            // against the list, instead of looking the listed ids up by key.
+            let sql = format!(
+                "UPDATE webhook_deliveries SET next_attempt_at = {} WHERE state || '' = 'pending' \
+                 AND next_attempt_at + 0 <= {} AND delivery_id IN ({}) RETURNING delivery_id, webhook_id, event_id, event, payload, attempts, failures",
+                placeholders(b, 1, 1),
+                placeholders(b, 2, 1),
+                arms.join(" UNION ALL ")
+            );
+            let mut q = sqlx::query_as::<_, ClaimedRow>(&sql).bind(lease_until).bind(now);
+            for (endpoint, want) in chunk {
+                q = q.bind(&endpoint.webhook_id).bind(now).bind(*want as i64);
             }
-            let n = taken.entry(c.webhook_id.as_str()).or_default();
-            if *n < room(&c.webhook_id) {
-                *n += 1;
-                picked.push(c);
+            for row in q.fetch_all(self.writer()).await? {
+                if let Some(endpoint) = by_id.get(row.webhook_id.as_str()) {
+                    claimed.push(DueDelivery {
+                        delivery_id: row.delivery_id,
+                        event_id: row.event_id,
+                        event: row.event,
+                        payload: row.payload,
+                        attempts: row.attempts,
+                        failures: row.failures,
+                        endpoint: (*endpoint).clone(),
+                    });
+                }
             }
         }
-        if picked.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Another sender (another process) may have claimed some meanwhile: only the
-        // rows this update moves are ours.
-        let sql = format!(
-            "UPDATE webhook_deliveries SET next_attempt_at = {} WHERE state = 'pending' AND next_attempt_at <= {} \
-             AND delivery_id IN ({}) RETURNING delivery_id",
-            placeholders(self.backend(), 1, 1),
-            placeholders(self.backend(), 2, 1),
-            placeholders(self.backend(), 3, picked.len()),
-        );
-        let mut q = sqlx::query_scalar::<_, String>(&sql)
-            .bind(lease_until)
-            .bind(now);
-        for c in &picked {
-            q = q.bind(&c.delivery_id);
-        }
-        let claimed: std::collections::HashSet<String> =
-            q.fetch_all(self.writer()).await?.into_iter().collect();
-        Ok(picked
-            .into_iter()
-            .filter(|c| claimed.contains(&c.delivery_id))
-            .cloned()
-            .collect())
+        Ok(claimed)
     }
 
     /// The earliest time a pending delivery is due, to sleep until then.

@@ -4,8 +4,11 @@
 //!   retry schedule is in [`super::schedule`], kept in the delivery's row.
 //! - Isolation: at most `per_endpoint` attempts in flight per subscription and
 //!   `max_in_flight` in all. A sender holds at most `DEPTH × per_endpoint` deliveries of
-//!   one subscription; one at that depth is left out of the next claim, so a slow or
-//!   dead endpoint holds only its own slots.
+//!   one subscription and claims more only once it is down to half that, so a slow or
+//!   dead endpoint holds only its own slots, and claims come in large batches.
+//! - Claims look up subscriptions with due deliveries, then take each one's oldest due
+//!   through an index on (subscription, state, due time): a long backlog at one endpoint
+//!   costs the others nothing.
 //! - One HTTP client for all deliveries, so connections are reused; it follows no
 //!   redirect and resolves names through the SSRF guard.
 //! - Outcomes are written in batches by one recorder task, so the store sees a few
@@ -97,44 +100,18 @@ impl Sender {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(record(self.store.clone(), done_rx, self.wake.clone()));
         let global = Arc::new(Semaphore::new(self.settings.max_in_flight));
-        // Per subscription: its slots, and the deliveries held (in flight or waiting).
-        let in_flight: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
+        let endpoints: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
         let depth = self.settings.per_endpoint * DEPTH;
+        let mut turn = 0usize;
         let mut failures = 0u32;
         loop {
             if *shutdown.borrow() {
                 break;
             }
-            let free = global.available_permits();
-            let (busy, held): (Vec<String>, HashMap<String, usize>) = {
-                let map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                let held: HashMap<String, usize> =
-                    map.iter().map(|(id, e)| (id.clone(), e.held)).collect();
-                let busy = held
-                    .iter()
-                    .filter(|(_, n)| **n >= depth)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                (busy, held)
-            };
-            let now = now_ms();
-            let due = if free == 0 {
-                Ok(Vec::new())
-            } else {
-                self.store
-                    .claim_due_deliveries(
-                        now,
-                        now + LEASE.as_millis() as i64,
-                        free.min(CLAIM_BATCH),
-                        |id| depth.saturating_sub(held.get(id).copied().unwrap_or(0)),
-                        &busy,
-                    )
-                    .await
-            };
-            let due = match due {
-                Ok(d) => {
+            let claimed = match self.claim(&endpoints, turn).await {
+                Ok(c) => {
                     failures = 0;
-                    d
+                    c
                 }
                 Err(e) => {
                     failures += 1;
@@ -143,19 +120,22 @@ impl Sender {
                     continue;
                 }
             };
-            let full = due.len() == free.min(CLAIM_BATCH) && free > 0;
-            for d in due {
+            // The next round starts with another endpoint, so none waits on the others.
+            turn = turn.wrapping_add(1);
+            for d in claimed.deliveries {
                 let slots = {
-                    let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                    let e = map.entry(d.webhook_id.clone()).or_insert_with(|| Endpoint {
-                        slots: Arc::new(Semaphore::new(self.settings.per_endpoint)),
-                        held: 0,
-                    });
+                    let mut map = endpoints.lock().unwrap_or_else(|p| p.into_inner());
+                    let e = map
+                        .entry(d.endpoint.webhook_id.clone())
+                        .or_insert_with(|| Endpoint {
+                            slots: Arc::new(Semaphore::new(self.settings.per_endpoint)),
+                            held: 0,
+                        });
                     e.held += 1;
                     e.slots.clone()
                 };
                 let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
-                let (map, wake) = (in_flight.clone(), self.wake.clone());
+                let (map, wake) = (endpoints.clone(), self.wake.clone());
                 let allow_private = self.settings.allow_private;
                 tokio::spawn(async move {
                     // Endpoint first: a delivery waiting for its endpoint holds no global slot.
@@ -165,18 +145,22 @@ impl Sender {
                         }
                     }
                     let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(e) = map.get_mut(&d.webhook_id) {
+                    let id = &d.endpoint.webhook_id;
+                    let left = map.get_mut(id).map(|e| {
                         e.held -= 1;
-                        if e.held == 0 {
-                            map.remove(&d.webhook_id);
-                        }
+                        e.held
+                    });
+                    if left == Some(0) {
+                        map.remove(id);
                     }
                     drop(map);
-                    // Room for more of this endpoint.
-                    wake.notify_one();
+                    // Down to the refill mark: room to claim a round's worth at once.
+                    if left == Some(depth / 2) || left == Some(0) {
+                        wake.notify_one();
+                    }
                 });
             }
-            if full {
+            if claimed.more {
                 continue;
             }
             // Sleep until woken, until the next retry is due, or for the idle poll.
@@ -195,6 +179,62 @@ impl Sender {
         drop(done_tx);
         let _ = recorder.await;
     }
+
+    /// One round of claims: for each endpoint with due deliveries that holds at most
+    /// half its depth, enough to fill it, within [`CLAIM_BATCH`] and the total bound of
+    /// held deliveries. Claiming only from half-empty endpoints keeps claims large: one
+    /// store write per half-depth of attempts rather than one per attempt.
+    async fn claim(
+        &self,
+        endpoints: &Mutex<HashMap<String, Endpoint>>,
+        turn: usize,
+    ) -> Result<Claimed, crate::store::StoreError> {
+        let now = now_ms();
+        let due = self.store.due_endpoints(now).await?;
+        let depth = self.settings.per_endpoint * DEPTH;
+        let (wants, more) = {
+            let map = endpoints.lock().unwrap_or_else(|p| p.into_inner());
+            let total: usize = map.values().map(|e| e.held).sum();
+            let room = (self.settings.max_in_flight * DEPTH).saturating_sub(total);
+            let mut budget = CLAIM_BATCH.min(room);
+            let mut wants = Vec::new();
+            let mut more = false;
+            for i in 0..due.len() {
+                let e = &due[(turn + i) % due.len()];
+                let held = map.get(&e.webhook_id).map_or(0, |x| x.held);
+                if held > depth / 2 {
+                    continue;
+                }
+                if budget == 0 {
+                    // Out of this round's batch: go again at once. Out of total room:
+                    // wait for attempts to end.
+                    more = room > CLAIM_BATCH;
+                    break;
+                }
+                let want = (depth - held).min(budget);
+                budget -= want;
+                wants.push((Arc::new(e.clone()), want));
+            }
+            (wants, more)
+        };
+        if wants.is_empty() {
+            return Ok(Claimed {
+                deliveries: Vec::new(),
+                more: false,
+            });
+        }
+        let deliveries = self
+            .store
+            .claim_deliveries(now, now + LEASE.as_millis() as i64, &wants)
+            .await?;
+        Ok(Claimed { deliveries, more })
+    }
+}
+
+/// What a round of claims got, and whether endpoints were left out for want of room.
+struct Claimed {
+    deliveries: Vec<DueDelivery>,
+    more: bool,
 }
 
 /// A subscription's share of the sender.
@@ -250,10 +290,10 @@ async fn send(
     d: &DueDelivery,
     allow_private: bool,
 ) -> Result<i64, String> {
-    let url = reqwest::Url::parse(&d.url).map_err(|e| format!("the URL is invalid: {e}"))?;
+    let url = reqwest::Url::parse(&d.endpoint.url).map_err(|e| format!("the URL is invalid: {e}"))?;
     check_literal(&url, allow_private)?;
     let signed = sign(
-        d.secret.as_bytes(),
+        d.endpoint.secret.as_bytes(),
         &d.event_id,
         d.payload.as_bytes(),
         now_ms() / 1000,

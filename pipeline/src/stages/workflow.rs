@@ -1,0 +1,213 @@
+//! Stage 7, workflow: input `claims.workflow`. Applies an officer's decision to the
+//! claim: a second decision (version 2) for the snapshot writer, and the events
+//! `claim.approved` then `claim.completed` (`APPROVED`), or `claim.declined` then
+//! `claim.completed` (`DECLINED`). The task itself was marked done when the officer
+//! decided. Ids derive from the claim, so a redelivered decision changes nothing.
+
+use schemas::claim::{ClaimStatus, ClaimView, Outcome};
+use schemas::workflow::TaskAction;
+
+use super::decide::{derived_id, Decision, DomainEvent};
+use super::fraud::FraudScore;
+use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::bus::{Record, TopicSpec};
+use crate::clock::ms_to_rfc3339;
+use crate::store::Store;
+use crate::topics::Topics;
+use crate::workflow::OfficerDecision;
+
+/// The pure core: the claim's final decision after review. `None` for an action that
+/// does not decide (release), which the API never publishes.
+pub fn process(
+    cmd: &OfficerDecision,
+    claim: &ClaimView,
+    fraud: Option<FraudScore>,
+) -> Option<Decision> {
+    let (t, c) = (cmd.tenant_id.as_str(), cmd.claim_id.as_str());
+    let outcome = match cmd.action {
+        TaskAction::Approve => Outcome::Approved,
+        TaskAction::Decline => Outcome::Declined,
+        TaskAction::Release => return None,
+    };
+    let status = ClaimStatus::Completed;
+    let approved_amount = match outcome {
+        Outcome::Approved => cmd
+            .approved_amount
+            .unwrap_or_else(|| claim.approved_amount.unwrap_or(claim.submission.claim_amount)),
+        _ => 0,
+    };
+    let audit_id = derived_id("aud", t, c, "decision-2");
+    let fraud_score = fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
+    let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
+    let event = |kind: &str, data: serde_json::Value| DomainEvent {
+        // Distinct from the automatic decision's events of the same kind.
+        id: derived_id("evt", t, c, &format!("review/{kind}")),
+        event: kind.to_owned(),
+        tenant_id: t.to_owned(),
+        timestamp: timestamp.clone(),
+        data,
+    };
+    let first = match outcome {
+        Outcome::Approved => event(
+            "claim.approved",
+            serde_json::json!({
+                "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
+                "officer": cmd.officer, "audit_id": audit_id,
+            }),
+        ),
+        _ => event(
+            "claim.declined",
+            serde_json::json!({
+                "claim_id": c, "provider_id": claim.submission.provider_id.as_str(), "status": status,
+                "outcome": outcome,
+                "reason": cmd.note.clone().unwrap_or_else(|| "declined by a claims officer".into()),
+                "officer": cmd.officer, "audit_id": audit_id,
+            }),
+        ),
+    };
+    let completed = event(
+        "claim.completed",
+        serde_json::json!({
+            "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
+            "fraud_score": fraud_score, "audit_id": audit_id,
+        }),
+    );
+    Some(Decision {
+        tenant_id: t.to_owned(),
+        claim_id: c.to_owned(),
+        version: 2,
+        status,
+        outcome,
+        approved_amount,
+        fraud,
+        reasons: claim.reasons.clone(),
+        rulebook_version: claim.rulebook_version,
+        audit_id,
+        task_id: Some(cmd.task_id.clone()),
+        priority: 0,
+        decided_at_ms: cmd.decided_at_ms,
+        trace: Vec::new(),
+        events: vec![first, completed],
+        officer: Some(cmd.officer.clone()),
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    pub topics: Topics,
+    pub store: Store,
+}
+
+impl Stage for Workflow {
+    fn name(&self) -> &'static str {
+        "workflow"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.workflow.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::new();
+        for r in batch {
+            let Some(cmd) =
+                decode::<OfficerDecision>(self.name(), r, &self.topics.dead_letter, &mut out)
+            else {
+                continue;
+            };
+            // Review is rare next to intake: a read per decision is cheap enough.
+            let Some(claim) = self.store.claim(&cmd.tenant_id, &cmd.claim_id).await? else {
+                tracing::error!(claim_id = %cmd.claim_id, "An officer decided on a claim that does not exist.");
+                continue;
+            };
+            let fraud = self
+                .store
+                .claim_fraud(&cmd.tenant_id, &cmd.claim_id)
+                .await?
+                .flatten()
+                .and_then(|f| serde_json::from_str::<FraudScore>(&f).ok());
+            let Some(d) = process(&cmd, &claim, fraud) else {
+                continue;
+            };
+            for e in &d.events {
+                out.push(encode(&self.topics.events, cmd.key(), e));
+            }
+            out.push(encode(&self.topics.decided, cmd.key(), &d));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> ClaimView {
+        serde_json::from_value(serde_json::json!({
+            "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 900,
+            "service_date": "2026-01-02", "status": "pending_review", "outcome": "FLAGGED",
+            "approved_amount": 800, "fraud_score": 0.9, "audit_id": "aud_1", "rulebook_version": 3,
+            "reasons": [{"source": "fraud", "code": "ROUND_AMOUNT", "message": "round"}],
+            "task_id": "tsk_1", "received_at": "2026-01-02T00:00:00Z", "updated_at": "2026-01-02T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn cmd(action: TaskAction, amount: Option<i64>) -> OfficerDecision {
+        OfficerDecision {
+            tenant_id: "t1".into(),
+            claim_id: "CLM-1".into(),
+            task_id: "tsk_1".into(),
+            officer: "usr_1".into(),
+            action,
+            approved_amount: amount,
+            note: Some("documents check out".into()),
+            decided_at_ms: 1_767_225_600_000,
+        }
+    }
+
+    #[test]
+    fn approval_pays_the_officers_amount_and_announces_approved_then_completed() {
+        let d = process(&cmd(TaskAction::Approve, Some(700)), &claim(), None).unwrap();
+        assert_eq!((d.version, d.outcome, d.status), (2, Outcome::Approved, ClaimStatus::Completed));
+        assert_eq!(d.approved_amount, 700);
+        let kinds: Vec<&str> = d.events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(kinds, ["claim.approved", "claim.completed"]);
+        assert_eq!(d.events[0].data["officer"], "usr_1");
+        assert_eq!(d.events[1].data["outcome"], "APPROVED");
+        assert_eq!(d.events[1].data["approved_amount"], 700);
+        assert_eq!(d.officer.as_deref(), Some("usr_1"));
+        assert_eq!(d.audit_entry().action, "claim.approved");
+    }
+
+    #[test]
+    fn approval_without_an_amount_pays_what_processing_approved() {
+        let d = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
+        assert_eq!(d.approved_amount, 800);
+    }
+
+    #[test]
+    fn a_decline_names_the_provider_and_pays_nothing() {
+        let d = process(&cmd(TaskAction::Decline, None), &claim(), None).unwrap();
+        assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
+        assert_eq!(d.events[0].event, "claim.declined");
+        assert_eq!(d.events[0].data["provider_id"], "P-1");
+        assert_eq!(d.events[0].data["reason"], "documents check out");
+        assert_eq!(d.events[1].data["outcome"], "DECLINED");
+        assert_eq!(d.audit_entry().action, "claim.declined");
+    }
+
+    #[test]
+    fn ids_are_stable_and_distinct_from_the_automatic_decision() {
+        let a = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
+        let b = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a.audit_id, derived_id("aud", "t1", "CLM-1", "decision-1"));
+        assert_ne!(a.events[1].id, derived_id("evt", "t1", "CLM-1", "claim.completed"));
+    }
+
+    #[test]
+    fn release_decides_nothing() {
+        assert!(process(&cmd(TaskAction::Release, None), &claim(), None).is_none());
+    }
+}

@@ -1,0 +1,397 @@
+//! The audit log: every state change appends a record, and a tenant's records form one
+//! hash chain. Record `seq` n carries `prev_hash` = the `hash` of record n-1 (64 zeros
+//! for the first) and `hash` = SHA-256 over its canonical form (see [`canonical`]), so
+//! an edited, inserted or deleted record breaks the chain at or after it.
+//!
+//! Appending reads and moves the tenant's chain head (`audit_heads`) in the caller's
+//! transaction. On PostgreSQL the head row is locked (`FOR UPDATE`), so concurrent
+//! writers of one tenant append one after the other; SQLite has one writer anyway. The
+//! head is always the last row a transaction locks (the append is its last statement),
+//! and several tenants are locked in id order, so appends cannot deadlock.
+
+use sha2::{Digest, Sha256};
+
+use super::{placeholders, values_list, Backend, Store, StoreError};
+
+/// `prev_hash` of a tenant's first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Records per INSERT: 11 values each.
+const ROWS_PER_STATEMENT: usize = 1000;
+
+/// A state change to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub audit_id: String,
+    pub tenant_id: String,
+    pub at: i64,
+    /// A user id, or `pipeline` for automatic processing.
+    pub actor: String,
+    pub action: String,
+    pub entity_type: String,
+    pub entity_id: String,
+    /// JSON, hashed as stored.
+    pub details: String,
+}
+
+impl AuditEntry {
+    /// An entry with a fresh id, for changes made through the API.
+    pub fn new(
+        tenant_id: &str,
+        actor: &str,
+        action: &str,
+        entity: (&str, &str),
+        details: serde_json::Value,
+    ) -> Self {
+        Self {
+            audit_id: format!("aud_{}", uuid::Uuid::new_v4().simple()),
+            tenant_id: tenant_id.to_owned(),
+            at: crate::clock::now_ms(),
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            entity_type: entity.0.to_owned(),
+            entity_id: entity.1.to_owned(),
+            details: details.to_string(),
+        }
+    }
+}
+
+/// A stored record with its place in the chain.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AuditRecord {
+    pub audit_id: String,
+    pub tenant_id: String,
+    pub seq: i64,
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub entity_type: String,
+    pub entity_id: String,
+    pub details: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The bytes a record's hash covers: a JSON array of its fields in a fixed order, with
+/// `details` as the stored text. JSON escaping keeps the fields apart, so no two
+/// different records share a canonical form.
+pub fn canonical(r: &AuditRecord) -> String {
+    serde_json::json!([
+        r.tenant_id,
+        r.seq,
+        r.audit_id,
+        r.at,
+        r.actor,
+        r.action,
+        r.entity_type,
+        r.entity_id,
+        r.details,
+        r.prev_hash
+    ])
+    .to_string()
+}
+
+pub fn hash_of(r: &AuditRecord) -> String {
+    hex::encode(Sha256::digest(canonical(r).as_bytes()))
+}
+
+/// Where the walk of a chain found it broken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainBreak {
+    pub seq: i64,
+    pub audit_id: String,
+    pub problem: String,
+}
+
+/// Walks records in `seq` order from the start of a chain; answers how many verified,
+/// or the first break. `head` is the chain head the store holds, which catches records
+/// cut off the end.
+pub fn verify_chain(records: &[AuditRecord], head: Option<(i64, &str)>) -> Result<u64, ChainBreak> {
+    let mut walk = ChainWalk::default();
+    walk.feed(records)?;
+    walk.finish(head)
+}
+
+/// Appends `entries` to their tenants' chains inside `tx`, skipping any whose
+/// `audit_id` is already recorded (a redelivered decision appends nothing).
+pub(crate) async fn append(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    entries: &[AuditEntry],
+) -> Result<Vec<AuditRecord>, StoreError> {
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut known = std::collections::HashSet::new();
+    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
+        let sql = format!(
+            "SELECT audit_id FROM audit_records WHERE audit_id IN ({})",
+            placeholders(backend, 1, chunk.len())
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for e in chunk {
+            q = q.bind(&e.audit_id);
+        }
+        known.extend(q.fetch_all(&mut **tx).await?);
+    }
+    let mut by_tenant: std::collections::BTreeMap<&str, Vec<&AuditEntry>> = Default::default();
+    for e in entries {
+        // An id twice in one call is recorded once.
+        if known.insert(e.audit_id.clone()) {
+            by_tenant.entry(&e.tenant_id).or_default().push(e);
+        }
+    }
+    let lock = match backend {
+        Backend::Postgres => " FOR UPDATE",
+        Backend::Sqlite => "",
+    };
+    let mut records = Vec::new();
+    // BTreeMap: tenants in id order, the lock order.
+    for (tenant, list) in by_tenant {
+        sqlx::query(
+            "INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant_id) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(GENESIS)
+        .execute(&mut **tx)
+        .await?;
+        let (mut seq, mut prev): (i64, String) = sqlx::query_as(&format!(
+            "SELECT seq, hash FROM audit_heads WHERE tenant_id = $1{lock}"
+        ))
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+        let first = records.len();
+        for e in list {
+            seq += 1;
+            let mut r = AuditRecord {
+                audit_id: e.audit_id.clone(),
+                tenant_id: e.tenant_id.clone(),
+                seq,
+                at: e.at,
+                actor: e.actor.clone(),
+                action: e.action.clone(),
+                entity_type: e.entity_type.clone(),
+                entity_id: e.entity_id.clone(),
+                details: e.details.clone(),
+                prev_hash: prev,
+                hash: String::new(),
+            };
+            r.hash = hash_of(&r);
+            prev = r.hash.clone();
+            records.push(r);
+        }
+        for chunk in records[first..].chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO audit_records (audit_id, tenant_id, seq, at, actor, action, entity_type, entity_id, \
+                 details, prev_hash, hash) VALUES {}",
+                values_list(backend, chunk.len(), 11)
+            );
+            let mut q = sqlx::query(&sql);
+            for r in chunk {
+                q = q
+                    .bind(&r.audit_id)
+                    .bind(&r.tenant_id)
+                    .bind(r.seq)
+                    .bind(r.at)
+                    .bind(&r.actor)
+                    .bind(&r.action)
+                    .bind(&r.entity_type)
+                    .bind(&r.entity_id)
+                    .bind(&r.details)
+                    .bind(&r.prev_hash)
+                    .bind(&r.hash);
+            }
+            q.execute(&mut **tx).await?;
+        }
+        sqlx::query("UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
+            .bind(seq)
+            .bind(&prev)
+            .bind(tenant)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(records)
+}
+
+const COLUMNS: &str =
+    "audit_id, tenant_id, seq, at, actor, action, entity_type, entity_id, details, prev_hash, hash";
+
+/// A page of a tenant's audit log, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub entity_id: Option<String>,
+    pub since_ms: Option<i64>,
+    /// Records after this `seq`.
+    pub after_seq: Option<i64>,
+    pub limit: usize,
+}
+
+impl Store {
+    /// Appends entries in a transaction of their own.
+    pub async fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        let mut tx = self.writer().begin().await?;
+        append(&mut tx, self.backend(), entries).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Appends entries inside the caller's transaction, as its last statement.
+    pub(crate) async fn append_audit_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        entries: &[AuditEntry],
+    ) -> Result<(), StoreError> {
+        append(tx, self.backend(), entries).await.map(|_| ())
+    }
+
+    pub async fn audit_record(
+        &self,
+        tenant_id: &str,
+        audit_id: &str,
+    ) -> Result<Option<AuditRecord>, StoreError> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND audit_id = $2 AND seq IS NOT NULL"
+        ))
+        .bind(tenant_id)
+        .bind(audit_id)
+        .fetch_optional(self.reader())
+        .await?)
+    }
+
+    pub async fn audit_records(
+        &self,
+        tenant_id: &str,
+        f: &AuditFilter,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let mut sql = format!(
+            "SELECT {COLUMNS} FROM audit_records WHERE tenant_id = $1 AND seq IS NOT NULL AND seq > $2"
+        );
+        let mut n = 2;
+        if f.entity_id.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND entity_id = ${n}"));
+        }
+        if f.since_ms.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND at >= ${n}"));
+        }
+        n += 1;
+        sql.push_str(&format!(" ORDER BY seq LIMIT ${n}"));
+        let mut q = sqlx::query_as::<_, AuditRecord>(&sql)
+            .bind(tenant_id)
+            .bind(f.after_seq.unwrap_or(0));
+        if let Some(e) = &f.entity_id {
+            q = q.bind(e);
+        }
+        if let Some(s) = f.since_ms {
+            q = q.bind(s);
+        }
+        Ok(q.bind(f.limit as i64).fetch_all(self.reader()).await?)
+    }
+
+    /// Walks a tenant's whole chain, a page at a time, and answers how many records
+    /// verified or where it first breaks.
+    pub async fn verify_audit(&self, tenant_id: &str) -> Result<Result<u64, ChainBreak>, StoreError> {
+        let head: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_heads WHERE tenant_id = $1")
+                .bind(tenant_id)
+                .fetch_optional(self.reader())
+                .await?;
+        let mut state = ChainWalk::default();
+        let mut after = 0;
+        loop {
+            let page = self
+                .audit_records(
+                    tenant_id,
+                    &AuditFilter {
+                        after_seq: Some(after),
+                        limit: 5000,
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            if let Err(b) = state.feed(&page) {
+                return Ok(Err(b));
+            }
+        }
+        Ok(state.finish(head.as_ref().map(|(s, h)| (*s, h.as_str()))))
+    }
+}
+
+/// [`verify_chain`] over pages.
+#[derive(Debug, Default)]
+struct ChainWalk {
+    last: Option<AuditRecord>,
+    count: u64,
+}
+
+impl ChainWalk {
+    fn feed(&mut self, page: &[AuditRecord]) -> Result<(), ChainBreak> {
+        // The previous page's last record links to this page's first.
+        let (prev, seq0) = self
+            .last
+            .as_ref()
+            .map_or((GENESIS.to_owned(), 1), |l| (l.hash.clone(), l.seq + 1));
+        walk_from(page, &prev, seq0)?;
+        self.count += page.len() as u64;
+        if let Some(l) = page.last() {
+            self.last = Some(l.clone());
+        }
+        Ok(())
+    }
+
+    fn finish(self, head: Option<(i64, &str)>) -> Result<u64, ChainBreak> {
+        if let Some((seq, hash)) = head {
+            let (last_seq, last_hash) = self
+                .last
+                .as_ref()
+                .map_or((0, GENESIS), |r| (r.seq, r.hash.as_str()));
+            if seq != last_seq || hash != last_hash {
+                return Err(ChainBreak {
+                    seq: last_seq + 1,
+                    audit_id: String::new(),
+                    problem: format!(
+                        "the chain ends at seq {last_seq} but its head says {seq}: records were removed from the end"
+                    ),
+                });
+            }
+        }
+        Ok(self.count)
+    }
+}
+
+/// Checks `records` as a stretch of a chain whose record before them has hash `prev`
+/// and whose first record must have `seq0`.
+fn walk_from(records: &[AuditRecord], prev: &str, seq0: i64) -> Result<(), ChainBreak> {
+    let mut prev = prev.to_owned();
+    let mut expected = seq0;
+    for r in records {
+        let fail = |problem: String| ChainBreak {
+            seq: r.seq,
+            audit_id: r.audit_id.clone(),
+            problem,
+        };
+        if r.seq != expected {
+            return Err(fail(format!(
+                "record {expected} is missing before it (found seq {})",
+                r.seq
+            )));
+        }
+        if r.prev_hash != prev {
+            return Err(fail(
+                "its prev_hash does not match the hash of the record before it".into(),
+            ));
+        }
+        if hash_of(r) != r.hash {
+            return Err(fail(
+                "its content does not match its hash (the record was altered)".into(),
+            ));
+        }
+        prev = r.hash.clone();
+        expected += 1;
+    }
+    Ok(())
+}
