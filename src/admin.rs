@@ -145,7 +145,10 @@ pub async fn verify_audit(config: &Config, args: VerifyAuditArgs) -> anyhow::Res
             }));
             Err(CliError::new(
                 "AUDIT_CHAIN_BROKEN",
-                format!("the chain breaks at record {} ({}): {}", b.seq, b.audit_id, b.problem),
+                format!(
+                    "the chain breaks at record {} ({}): {}",
+                    b.seq, b.audit_id, b.problem
+                ),
             )
             .into())
         }

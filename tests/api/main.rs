@@ -23,3 +23,4 @@ mod rulebooks;
 mod tenant_settings;
 mod users;
 mod webhooks;
+mod workflow;

@@ -18,7 +18,7 @@ crate::both_backends!(
 );
 
 /// Polls the claim until it leaves `received`.
-async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
+pub async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app.get(&format!("/claims/{id}"), &s.access).await;
@@ -36,7 +36,7 @@ async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
 }
 
 /// The events of one claim on the events topic, in order.
-async fn events(app: &TestApp, tenant: &str, id: &str) -> Vec<Value> {
+pub async fn events(app: &TestApp, tenant: &str, id: &str) -> Vec<Value> {
     let key = format!("{tenant}/{id}");
     app.state
         .bus

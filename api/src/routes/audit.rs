@@ -47,21 +47,29 @@ pub async fn list_audit(
     let since_ms = match list.query.get("since").filter(|s| !s.is_empty()) {
         None => None,
         Some(s) => Some(parse_rfc3339_ms(s).ok_or_else(|| {
-            ApiError::validation("since", "must be an RFC 3339 time, e.g. 2026-01-02T03:04:05Z")
+            ApiError::validation(
+                "since",
+                "must be an RFC 3339 time, e.g. 2026-01-02T03:04:05Z",
+            )
         })?),
     };
-    let after_seq = match list.after.as_deref() {
-        None => None,
-        Some(c) => Some(c.parse::<i64>().map_err(|_| {
-            ApiError::validation("cursor", "is not a cursor this service issued")
-        })?),
-    };
+    let after_seq =
+        match list.after.as_deref() {
+            None => None,
+            Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                ApiError::validation("cursor", "is not a cursor this service issued")
+            })?),
+        };
     let records = state
         .store
         .audit_records(
             &who.tenant_id,
             &AuditFilter {
-                entity_id: list.query.get("entity_id").filter(|e| !e.is_empty()).cloned(),
+                entity_id: list
+                    .query
+                    .get("entity_id")
+                    .filter(|e| !e.is_empty())
+                    .cloned(),
                 since_ms,
                 after_seq,
                 limit: list.fetch_limit() as usize,

@@ -477,4 +477,3 @@ pub async fn list_claims(
         next_cursor,
     }))
 }
-

@@ -53,13 +53,16 @@ pub async fn create_provider(
     }
     let created = state
         .store
-        .create_provider(NewProvider {
-            tenant_id: &who.tenant_id,
-            provider_id: body.provider_id.as_str(),
-            name,
-            npi: body.npi.as_deref(),
-            specialty: body.specialty.as_deref(),
-        })
+        .create_provider(
+            NewProvider {
+                tenant_id: &who.tenant_id,
+                provider_id: body.provider_id.as_str(),
+                name,
+                npi: body.npi.as_deref(),
+                specialty: body.specialty.as_deref(),
+            },
+            &who.user_id,
+        )
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => {
@@ -148,14 +151,17 @@ pub async fn create_contract(
     let contract_id = format!("ctr_{}", uuid::Uuid::now_v7().simple());
     let created = state
         .store
-        .create_contract(NewContract {
-            tenant_id: &who.tenant_id,
-            provider_id: &provider_id,
-            contract_id: &contract_id,
-            effective_from: body.effective_from,
-            effective_to: body.effective_to,
-            fee_schedule: &body.fee_schedule,
-        })
+        .create_contract(
+            NewContract {
+                tenant_id: &who.tenant_id,
+                provider_id: &provider_id,
+                contract_id: &contract_id,
+                effective_from: body.effective_from,
+                effective_to: body.effective_to,
+                fee_schedule: &body.fee_schedule,
+            },
+            &who.user_id,
+        )
         .await?;
     state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, %provider_id, %contract_id, "Contract created.");
@@ -214,7 +220,13 @@ pub async fn patch_contract(
 ) -> Result<Json<Contract>, ApiError> {
     let contract = state
         .store
-        .set_contract_status(&who.tenant_id, &provider_id, &contract_id, body.status)
+        .set_contract_status(
+            &who.tenant_id,
+            &provider_id,
+            &contract_id,
+            body.status,
+            &who.user_id,
+        )
         .await
         .map_err(|e| match e {
             StoreError::Conflict(m) => ApiError::conflict(m),

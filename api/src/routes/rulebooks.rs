@@ -36,7 +36,13 @@ pub async fn create_rulebook(
     let rulebook_id = format!("rb_{}", uuid::Uuid::now_v7().simple());
     let created = state
         .store
-        .create_rulebook(&who.tenant_id, &rulebook_id, name, &body.rules)
+        .create_rulebook(
+            &who.tenant_id,
+            &rulebook_id,
+            name,
+            &body.rules,
+            &who.user_id,
+        )
         .await?;
     tracing::info!(tenant_id = %who.tenant_id, %rulebook_id, version = created.version, "Rulebook created.");
     Ok(created_at(
@@ -57,7 +63,7 @@ pub async fn publish_rulebook(
 ) -> Result<Json<Rulebook>, ApiError> {
     let published = state
         .store
-        .publish_rulebook(&who.tenant_id, &rulebook_id)
+        .publish_rulebook(&who.tenant_id, &rulebook_id, &who.user_id)
         .await?;
     tracing::info!(tenant_id = %who.tenant_id, %rulebook_id, version = published.version, "Rulebook published.");
     Ok(Json(published))

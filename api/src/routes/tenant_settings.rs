@@ -37,7 +37,7 @@ pub async fn patch_settings(
 ) -> Result<Json<TenantSettings>, ApiError> {
     let next = state
         .store
-        .update_tenant_settings(&who.tenant_id, |current| patch.apply(current))
+        .update_tenant_settings(&who.tenant_id, &who.user_id, |current| patch.apply(current))
         .await?
         .map_err(|bad| ApiError::validation(bad.field, bad.message))?;
     state.config_cache.invalidate_tenant(&who.tenant_id).await;

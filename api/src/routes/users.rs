@@ -79,13 +79,16 @@ pub async fn create_user(
     let user_id = uuid::Uuid::now_v7().to_string();
     let user = state
         .store
-        .create_user(UserUpsert {
-            new_user_id: &user_id,
-            tenant_id: &who.tenant_id,
-            email: &email,
-            password_hash: &hash,
-            scopes: body.scopes,
-        })
+        .create_user(
+            UserUpsert {
+                new_user_id: &user_id,
+                tenant_id: &who.tenant_id,
+                email: &email,
+                password_hash: &hash,
+                scopes: body.scopes,
+            },
+            &who.user_id,
+        )
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => ApiError::Refused {
@@ -157,6 +160,7 @@ pub async fn patch_user(
                 disabled: body.disabled,
                 password_hash,
             },
+            &who.user_id,
         )
         .await?;
     for sid in &revoked {
@@ -175,7 +179,10 @@ pub async fn delete_user(
     who: Authorized<TenantConfigure>,
     Path(user_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let revoked = state.store.delete_user(&who.tenant_id, &user_id).await?;
+    let revoked = state
+        .store
+        .delete_user(&who.tenant_id, &user_id, &who.user_id)
+        .await?;
     for sid in &revoked {
         state.sessions.forget(sid).await;
     }

@@ -82,6 +82,7 @@ pub async fn create_webhook(
                 secret: &body.secret,
                 enabled: body.enabled,
             },
+            &who.user_id,
         )
         .await?;
     tracing::info!(tenant_id = %who.tenant_id, %webhook_id, "Webhook created.");
@@ -166,6 +167,7 @@ pub async fn patch_webhook(
                 secret: &secret,
                 enabled: body.enabled.unwrap_or(current.enabled),
             },
+            &who.user_id,
         )
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -184,7 +186,7 @@ pub async fn delete_webhook(
 ) -> Result<Response, ApiError> {
     if !state
         .store
-        .delete_webhook(&who.tenant_id, &webhook_id)
+        .delete_webhook(&who.tenant_id, &webhook_id, &who.user_id)
         .await?
     {
         return Err(ApiError::NotFound);

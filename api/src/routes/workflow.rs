@@ -41,12 +41,13 @@ pub async fn list_tasks(
     who: Authorized<WorkflowManage>,
     list: ListParams,
 ) -> Result<Json<Page<Task>>, ApiError> {
-    let status = match list.query.get("status").map(String::as_str) {
-        None | Some("") => None,
-        Some(s) => Some(TaskStatus::parse(s).ok_or_else(|| {
-            ApiError::validation("status", "must be one of open, claimed, done")
-        })?),
-    };
+    let status =
+        match list.query.get("status").map(String::as_str) {
+            None | Some("") => None,
+            Some(s) => Some(TaskStatus::parse(s).ok_or_else(|| {
+                ApiError::validation("status", "must be one of open, claimed, done")
+            })?),
+        };
     let rows = state
         .store
         .tasks(
@@ -199,8 +200,7 @@ pub async fn transition_task(
     };
     let result = match &state.bus {
         Bus::Embedded(log) => {
-            pipeline::workflow::decide(&state.store, log, &state.topics.workflow, &decision)
-                .await?
+            pipeline::workflow::decide(&state.store, log, &state.topics.workflow, &decision).await?
         }
     };
     if result.is_ok() {

@@ -31,9 +31,11 @@ pub fn process(
     };
     let status = ClaimStatus::Completed;
     let approved_amount = match outcome {
-        Outcome::Approved => cmd
-            .approved_amount
-            .unwrap_or_else(|| claim.approved_amount.unwrap_or(claim.submission.claim_amount)),
+        Outcome::Approved => cmd.approved_amount.unwrap_or_else(|| {
+            claim
+                .approved_amount
+                .unwrap_or(claim.submission.claim_amount)
+        }),
         _ => 0,
     };
     let audit_id = derived_id("aud", t, c, "decision-2");
@@ -169,7 +171,10 @@ mod tests {
     #[test]
     fn approval_pays_the_officers_amount_and_announces_approved_then_completed() {
         let d = process(&cmd(TaskAction::Approve, Some(700)), &claim(), None).unwrap();
-        assert_eq!((d.version, d.outcome, d.status), (2, Outcome::Approved, ClaimStatus::Completed));
+        assert_eq!(
+            (d.version, d.outcome, d.status),
+            (2, Outcome::Approved, ClaimStatus::Completed)
+        );
         assert_eq!(d.approved_amount, 700);
         let kinds: Vec<&str> = d.events.iter().map(|e| e.event.as_str()).collect();
         assert_eq!(kinds, ["claim.approved", "claim.completed"]);
@@ -203,7 +208,10 @@ mod tests {
         let b = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
         assert_eq!(a, b);
         assert_ne!(a.audit_id, derived_id("aud", "t1", "CLM-1", "decision-1"));
-        assert_ne!(a.events[1].id, derived_id("evt", "t1", "CLM-1", "claim.completed"));
+        assert_ne!(
+            a.events[1].id,
+            derived_id("evt", "t1", "CLM-1", "claim.completed")
+        );
     }
 
     #[test]

@@ -236,6 +236,22 @@ impl Store {
         Ok(())
     }
 
+    /// Runs one change and, when it changed a row, appends its audit record, in one
+    /// transaction. Answers the rows changed.
+    pub(crate) async fn audited<'q>(
+        &self,
+        change: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        entry: AuditEntry,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        let changed = change.execute(&mut *tx).await?.rows_affected();
+        if changed > 0 {
+            append(&mut tx, self.backend(), &[entry]).await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
     /// Appends entries inside the caller's transaction, as its last statement.
     pub(crate) async fn append_audit_in(
         &self,
@@ -292,7 +308,10 @@ impl Store {
 
     /// Walks a tenant's whole chain, a page at a time, and answers how many records
     /// verified or where it first breaks.
-    pub async fn verify_audit(&self, tenant_id: &str) -> Result<Result<u64, ChainBreak>, StoreError> {
+    pub async fn verify_audit(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Result<u64, ChainBreak>, StoreError> {
         let head: Option<(i64, String)> =
             sqlx::query_as("SELECT seq, hash FROM audit_heads WHERE tenant_id = $1")
                 .bind(tenant_id)
@@ -366,9 +385,8 @@ impl ChainWalk {
 /// Checks `records` as a stretch of a chain whose record before them has hash `prev`
 /// and whose first record must have `seq0`.
 fn walk_from(records: &[AuditRecord], prev: &str, seq0: i64) -> Result<(), ChainBreak> {
-    let mut prev = prev.to_owned();
-    let mut expected = seq0;
-    for r in records {
+    let mut prev = prev;
+    for (expected, r) in (seq0..).zip(records) {
         let fail = |problem: String| ChainBreak {
             seq: r.seq,
             audit_id: r.audit_id.clone(),
@@ -390,8 +408,7 @@ fn walk_from(records: &[AuditRecord], prev: &str, seq0: i64) -> Result<(), Chain
                 "its content does not match its hash (the record was altered)".into(),
             ));
         }
-        prev = r.hash.clone();
-        expected += 1;
+        prev = &r.hash;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use schemas::provider::{Contract, ContractStatus, Provider};
 use schemas::Date;
 
+use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 
@@ -91,9 +92,20 @@ const CONTRACT_COLUMNS: &str =
 
 impl Store {
     /// Creates a provider; `Conflict` when the id is taken in this tenant.
-    pub async fn create_provider(&self, p: NewProvider<'_>) -> Result<Provider, StoreError> {
+    pub async fn create_provider(
+        &self,
+        p: NewProvider<'_>,
+        actor: &str,
+    ) -> Result<Provider, StoreError> {
         let now = now_ms();
-        sqlx::query(
+        let entry = AuditEntry::new(
+            p.tenant_id,
+            actor,
+            "provider.created",
+            ("provider", p.provider_id),
+            serde_json::json!({ "name": p.name, "npi": p.npi, "specialty": p.specialty }),
+        );
+        let change = sqlx::query(
             "INSERT INTO providers (tenant_id, provider_id, name, npi, specialty, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
@@ -102,9 +114,8 @@ impl Store {
         .bind(p.name)
         .bind(p.npi)
         .bind(p.specialty)
-        .bind(now)
-        .execute(self.writer())
-        .await?;
+        .bind(now);
+        self.audited(change, entry).await?;
         Ok(Provider {
             provider_id: p.provider_id.to_owned(),
             name: p.name.to_owned(),
@@ -150,14 +161,28 @@ impl Store {
     }
 
     /// Creates an active contract for an existing provider (`NotFound` otherwise).
-    pub async fn create_contract(&self, c: NewContract<'_>) -> Result<Contract, StoreError> {
+    pub async fn create_contract(
+        &self,
+        c: NewContract<'_>,
+        actor: &str,
+    ) -> Result<Contract, StoreError> {
         if self.provider(c.tenant_id, c.provider_id).await?.is_none() {
             return Err(StoreError::NotFound);
         }
         let now = now_ms();
         let schedule =
             serde_json::to_string(c.fee_schedule).map_err(|e| StoreError::Config(e.to_string()))?;
-        sqlx::query(
+        let entry = AuditEntry::new(
+            c.tenant_id,
+            actor,
+            "contract.created",
+            ("contract", c.contract_id),
+            serde_json::json!({
+                "provider_id": c.provider_id, "effective_from": c.effective_from.to_string(),
+                "effective_to": c.effective_to.map(|d| d.to_string()), "fee_schedule": c.fee_schedule,
+            }),
+        );
+        let change = sqlx::query(
             "INSERT INTO contracts (contract_id, tenant_id, provider_id, status, effective_from, effective_to, \
              fee_schedule, created_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $5, $6, $7, $7)",
         )
@@ -167,9 +192,8 @@ impl Store {
         .bind(c.effective_from.to_string())
         .bind(c.effective_to.map(|d| d.to_string()))
         .bind(&schedule)
-        .bind(now)
-        .execute(self.writer())
-        .await?;
+        .bind(now);
+        self.audited(change, entry).await?;
         self.contract(c.tenant_id, c.provider_id, c.contract_id)
             .await?
             .ok_or(StoreError::NotFound)
@@ -221,8 +245,16 @@ impl Store {
         provider_id: &str,
         contract_id: &str,
         status: ContractStatus,
+        actor: &str,
     ) -> Result<Contract, StoreError> {
-        let changed = sqlx::query(
+        let entry = AuditEntry::new(
+            tenant_id,
+            actor,
+            "contract.status_changed",
+            ("contract", contract_id),
+            serde_json::json!({ "provider_id": provider_id, "status": status.as_str() }),
+        );
+        let change = sqlx::query(
             "UPDATE contracts SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND provider_id = $4 \
              AND contract_id = $5 AND (status <> 'terminated' OR $1 = 'terminated')",
         )
@@ -230,10 +262,8 @@ impl Store {
         .bind(now_ms())
         .bind(tenant_id)
         .bind(provider_id)
-        .bind(contract_id)
-        .execute(self.writer())
-        .await?
-        .rows_affected();
+        .bind(contract_id);
+        let changed = self.audited(change, entry).await?;
         let contract = self
             .contract(tenant_id, provider_id, contract_id)
             .await?

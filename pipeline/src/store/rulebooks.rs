@@ -5,6 +5,7 @@
 
 use schemas::rulebook::{Rule, Rulebook, RulebookStatus};
 
+use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 
@@ -43,6 +44,7 @@ impl Store {
         rulebook_id: &str,
         name: &str,
         rules: &[Rule],
+        actor: &str,
     ) -> Result<Rulebook, StoreError> {
         let rules_json =
             serde_json::to_string(rules).map_err(|e| StoreError::Config(e.to_string()))?;
@@ -50,7 +52,14 @@ impl Store {
         // the second, which then takes the following number.
         for _ in 0..20 {
             let now = now_ms();
-            let inserted = sqlx::query(
+            let entry = AuditEntry::new(
+                tenant_id,
+                actor,
+                "rulebook.created",
+                ("rulebook", rulebook_id),
+                serde_json::json!({ "name": name, "rules": rules }),
+            );
+            let change = sqlx::query(
                 "INSERT INTO rulebooks (rulebook_id, tenant_id, version, name, rules, status, created_at) \
                  SELECT $1, $2, COALESCE(MAX(version), 0) + 1, $3, $4, 'draft', $5 FROM rulebooks WHERE tenant_id = $2",
             )
@@ -58,20 +67,16 @@ impl Store {
             .bind(tenant_id)
             .bind(name)
             .bind(&rules_json)
-            .bind(now)
-            .execute(self.writer())
-            .await;
-            match inserted {
+            .bind(now);
+            match self.audited(change, entry).await {
                 Ok(_) => {
                     return self
                         .rulebook(tenant_id, rulebook_id)
                         .await?
                         .ok_or(StoreError::NotFound)
                 }
-                Err(e) => match StoreError::from(e) {
-                    StoreError::Conflict(_) => continue,
-                    other => return Err(other),
-                },
+                Err(StoreError::Conflict(_)) => continue,
+                Err(other) => return Err(other),
             }
         }
         Err(StoreError::Conflict(
@@ -128,9 +133,10 @@ impl Store {
         &self,
         tenant_id: &str,
         rulebook_id: &str,
+        actor: &str,
     ) -> Result<Rulebook, StoreError> {
         for _ in 0..50 {
-            match self.try_publish(tenant_id, rulebook_id).await {
+            match self.try_publish(tenant_id, rulebook_id, actor).await {
                 Err(StoreError::Conflict(_)) => {
                     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                     continue;
@@ -147,7 +153,12 @@ impl Store {
         ))
     }
 
-    async fn try_publish(&self, tenant_id: &str, rulebook_id: &str) -> Result<(), StoreError> {
+    async fn try_publish(
+        &self,
+        tenant_id: &str,
+        rulebook_id: &str,
+        actor: &str,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
         // Publishes of one tenant take turns on the tenant's row: without this, two
@@ -181,6 +192,14 @@ impl Store {
             .bind(rulebook_id)
             .execute(&mut *tx)
             .await?;
+        let entry = AuditEntry::new(
+            tenant_id,
+            actor,
+            "rulebook.published",
+            ("rulebook", rulebook_id),
+            serde_json::json!({}),
+        );
+        self.append_audit_in(&mut tx, &[entry]).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -42,7 +42,8 @@ impl From<TaskRow> for Task {
     }
 }
 
-const COLUMNS: &str = "task_id, claim_id, status, assignee, priority, reasons, created_at, decision, decided_at, \
+const COLUMNS: &str =
+    "task_id, claim_id, status, assignee, priority, reasons, created_at, decision, decided_at, \
                        approved_amount, note";
 
 /// The queue's order: priority, highest first, then oldest, then id.
@@ -152,9 +153,17 @@ impl Store {
         .rows_affected();
         if moved == 0 {
             tx.rollback().await?;
-            return self.refusal(tenant_id, task_id, user, TaskAction::Approve, true).await;
+            return self
+                .refusal(tenant_id, task_id, user, TaskAction::Approve, true)
+                .await;
         }
-        let entry = AuditEntry::new(tenant_id, user, "task.claimed", ("task", task_id), serde_json::json!({}));
+        let entry = AuditEntry::new(
+            tenant_id,
+            user,
+            "task.claimed",
+            ("task", task_id),
+            serde_json::json!({}),
+        );
         audit::append(&mut tx, self.backend(), &[entry]).await?;
         tx.commit().await?;
         self.read_back(tenant_id, task_id).await
@@ -183,7 +192,9 @@ impl Store {
         .rows_affected();
         if moved == 0 {
             tx.rollback().await?;
-            return self.refusal(tenant_id, task_id, user, TaskAction::Release, false).await;
+            return self
+                .refusal(tenant_id, task_id, user, TaskAction::Release, false)
+                .await;
         }
         let entry = AuditEntry::new(
             tenant_id,
@@ -246,10 +257,7 @@ impl Store {
             (TaskStatus::Claimed, Some(a)) if a != user => {
                 "another officer holds the task".to_owned()
             }
-            (TaskStatus::Open, _) => format!(
-                "claim the task before you {} it",
-                action.as_str()
-            ),
+            (TaskStatus::Open, _) => format!("claim the task before you {} it", action.as_str()),
             _ => "the task changed meanwhile; read it and try again".to_owned(),
         };
         Ok(Err(TaskRefusal::Conflict(why)))
@@ -260,7 +268,10 @@ impl Store {
         tenant_id: &str,
         task_id: &str,
     ) -> Result<Result<Task, TaskRefusal>, StoreError> {
-        Ok(self.task(tenant_id, task_id).await?.ok_or(TaskRefusal::NotFound))
+        Ok(self
+            .task(tenant_id, task_id)
+            .await?
+            .ok_or(TaskRefusal::NotFound))
     }
 }
 

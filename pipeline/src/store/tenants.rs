@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::now_ms;
 
@@ -67,6 +68,7 @@ impl Store {
     pub async fn update_tenant_settings<E>(
         &self,
         tenant_id: &str,
+        actor: &str,
         change: impl Fn(&schemas::tenant::TenantSettings) -> Result<schemas::tenant::TenantSettings, E>,
     ) -> Result<Result<schemas::tenant::TenantSettings, E>, StoreError> {
         loop {
@@ -82,16 +84,20 @@ impl Store {
             };
             let text =
                 serde_json::to_string(&next).map_err(|e| StoreError::Config(e.to_string()))?;
-            let done = sqlx::query(
+            let entry = AuditEntry::new(
+                tenant_id,
+                actor,
+                "settings.changed",
+                ("settings", tenant_id),
+                serde_json::json!({ "settings": next }),
+            );
+            let change = sqlx::query(
                 "UPDATE tenants SET settings = $1 WHERE tenant_id = $2 AND settings = $3",
             )
             .bind(&text)
             .bind(tenant_id)
-            .bind(&raw)
-            .execute(self.writer())
-            .await?
-            .rows_affected()
-                == 1;
+            .bind(&raw);
+            let done = self.audited(change, entry).await? == 1;
             if done {
                 return Ok(Ok(next));
             }

@@ -3,6 +3,7 @@
 
 use schemas::ScopeSet;
 
+use super::audit::AuditEntry;
 use super::{parse_scopes, Store, StoreError};
 use crate::clock::now_ms;
 
@@ -162,9 +163,16 @@ impl Store {
     }
 
     /// Creates a user; `Conflict` when the email is taken in any tenant.
-    pub async fn create_user(&self, u: UserUpsert<'_>) -> Result<User, StoreError> {
+    pub async fn create_user(&self, u: UserUpsert<'_>, actor: &str) -> Result<User, StoreError> {
         let now = now_ms();
-        sqlx::query(
+        let entry = AuditEntry::new(
+            u.tenant_id,
+            actor,
+            "user.created",
+            ("user", u.new_user_id),
+            serde_json::json!({ "email": u.email.to_lowercase(), "scopes": u.scopes.to_space_separated() }),
+        );
+        let change = sqlx::query(
             "INSERT INTO users (user_id, tenant_id, email, password_hash, scopes, disabled, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
         )
@@ -173,9 +181,8 @@ impl Store {
         .bind(u.email.to_lowercase())
         .bind(u.password_hash)
         .bind(u.scopes.to_space_separated())
-        .bind(now)
-        .execute(self.writer())
-        .await?;
+        .bind(now);
+        self.audited(change, entry).await?;
         self.user(u.new_user_id).await?.ok_or(StoreError::NotFound)
     }
 
@@ -186,8 +193,20 @@ impl Store {
         tenant_id: &str,
         user_id: &str,
         change: UserChange,
+        actor: &str,
     ) -> Result<(User, Vec<String>), StoreError> {
         let now = now_ms();
+        // Never the password itself: only that it changed.
+        let entry = AuditEntry::new(
+            tenant_id,
+            actor,
+            "user.changed",
+            ("user", user_id),
+            serde_json::json!({
+                "scopes": change.scopes.as_ref().map(|s| s.to_space_separated()),
+                "disabled": change.disabled, "password_changed": change.password_hash.is_some(),
+            }),
+        );
         let mut tx = self.writer().begin().await?;
         let found = sqlx::query(
             "UPDATE users SET scopes = COALESCE($1, scopes), disabled = COALESCE($2, disabled), \
@@ -216,6 +235,7 @@ impl Store {
             .fetch_all(&mut *tx)
             .await?;
         }
+        self.append_audit_in(&mut tx, &[entry]).await?;
         tx.commit().await?;
         let user = self.user(user_id).await?.ok_or(StoreError::NotFound)?;
         Ok((user, revoked))
@@ -226,6 +246,7 @@ impl Store {
         &self,
         tenant_id: &str,
         user_id: &str,
+        actor: &str,
     ) -> Result<Vec<String>, StoreError> {
         let mut tx = self.writer().begin().await?;
         let sessions = sqlx::query_scalar::<_, String>(
@@ -256,6 +277,14 @@ impl Store {
         if gone == 0 {
             return Err(StoreError::NotFound);
         }
+        let entry = AuditEntry::new(
+            tenant_id,
+            actor,
+            "user.deleted",
+            ("user", user_id),
+            serde_json::json!({ "sessions_revoked": sessions.len() }),
+        );
+        self.append_audit_in(&mut tx, &[entry]).await?;
         tx.commit().await?;
         Ok(sessions)
     }

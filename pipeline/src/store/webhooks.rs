@@ -6,6 +6,7 @@
 
 use schemas::webhook::{DeliveryAttempt, Webhook};
 
+use super::audit::AuditEntry;
 use super::{placeholders, values_list, Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 
@@ -158,6 +159,21 @@ impl From<AttemptRow> for DeliveryAttempt {
     }
 }
 
+/// The audit record of a subscription change: never its secret, only that it is set.
+fn audit_entry(
+    tenant_id: &str,
+    actor: &str,
+    action: &str,
+    webhook_id: &str,
+    w: Option<&WebhookFields<'_>>,
+) -> AuditEntry {
+    let details = w.map_or(
+        serde_json::json!({}),
+        |w| serde_json::json!({ "url": w.url, "events": w.events, "enabled": w.enabled }),
+    );
+    AuditEntry::new(tenant_id, actor, action, ("webhook", webhook_id), details)
+}
+
 /// Rows per multi-row statement.
 const ROWS_PER_STATEMENT: usize = 500;
 
@@ -167,11 +183,13 @@ impl Store {
         tenant_id: &str,
         webhook_id: &str,
         w: WebhookFields<'_>,
+        actor: &str,
     ) -> Result<Webhook, StoreError> {
         let now = now_ms();
         let events =
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
-        sqlx::query(
+        let entry = audit_entry(tenant_id, actor, "webhook.created", webhook_id, Some(&w));
+        let change = sqlx::query(
             "INSERT INTO webhooks (webhook_id, tenant_id, url, events, secret, enabled, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
         )
@@ -181,9 +199,8 @@ impl Store {
         .bind(&events)
         .bind(w.secret)
         .bind(i64::from(w.enabled))
-        .bind(now)
-        .execute(self.writer())
-        .await?;
+        .bind(now);
+        self.audited(change, entry).await?;
         Ok(Webhook {
             webhook_id: webhook_id.to_owned(),
             url: w.url.to_owned(),
@@ -233,9 +250,12 @@ impl Store {
         tenant_id: &str,
         webhook_id: &str,
         w: WebhookFields<'_>,
+        actor: &str,
     ) -> Result<Option<Webhook>, StoreError> {
         let events =
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
+        let entry = audit_entry(tenant_id, actor, "webhook.changed", webhook_id, Some(&w));
+        let mut tx = self.writer().begin().await?;
         let row = sqlx::query_as::<_, WebhookRow>(&format!(
             "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, updated_at = $5 \
              WHERE tenant_id = $6 AND webhook_id = $7 RETURNING {COLUMNS}"
@@ -247,8 +267,12 @@ impl Store {
         .bind(now_ms())
         .bind(tenant_id)
         .bind(webhook_id)
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *tx)
         .await?;
+        if row.is_some() {
+            self.append_audit_in(&mut tx, &[entry]).await?;
+        }
+        tx.commit().await?;
         Ok(row.map(Webhook::from))
     }
 
@@ -274,6 +298,7 @@ impl Store {
         &self,
         tenant_id: &str,
         webhook_id: &str,
+        actor: &str,
     ) -> Result<bool, StoreError> {
         let mut tx = self.writer().begin().await?;
         let gone = sqlx::query("DELETE FROM webhooks WHERE tenant_id = $1 AND webhook_id = $2")
@@ -293,6 +318,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
+            let entry = audit_entry(tenant_id, actor, "webhook.deleted", webhook_id, None);
+            self.append_audit_in(&mut tx, &[entry]).await?;
         }
         tx.commit().await?;
         Ok(gone)
@@ -377,8 +404,10 @@ impl Store {
         lease_until: i64,
         wants: &[(std::sync::Arc<DueEndpoint>, usize)],
     ) -> Result<Vec<DueDelivery>, StoreError> {
-        let by_id: std::collections::HashMap<&str, &std::sync::Arc<DueEndpoint>> =
-            wants.iter().map(|(e, _)| (e.webhook_id.as_str(), e)).collect();
+        let by_id: std::collections::HashMap<&str, &std::sync::Arc<DueEndpoint>> = wants
+            .iter()
+            .map(|(e, _)| (e.webhook_id.as_str(), e))
+            .collect();
         let mut claimed = Vec::new();
         for chunk in wants.chunks(ENDPOINTS_PER_CLAIM) {
             let b = self.backend();
@@ -404,7 +433,9 @@ impl Store {
                 placeholders(b, 2, 1),
                 arms.join(" UNION ALL ")
             );
-            let mut q = sqlx::query_as::<_, ClaimedRow>(&sql).bind(lease_until).bind(now);
+            let mut q = sqlx::query_as::<_, ClaimedRow>(&sql)
+                .bind(lease_until)
+                .bind(now);
             for (endpoint, want) in chunk {
                 q = q.bind(&endpoint.webhook_id).bind(now).bind(*want as i64);
             }

@@ -290,7 +290,8 @@ async fn send(
     d: &DueDelivery,
     allow_private: bool,
 ) -> Result<i64, String> {
-    let url = reqwest::Url::parse(&d.endpoint.url).map_err(|e| format!("the URL is invalid: {e}"))?;
+    let url =
+        reqwest::Url::parse(&d.endpoint.url).map_err(|e| format!("the URL is invalid: {e}"))?;
     check_literal(&url, allow_private)?;
     let signed = sign(
         d.endpoint.secret.as_bytes(),
