@@ -62,7 +62,18 @@ impl Store {
     pub async fn upsert_user(&self, u: UserUpsert<'_>) -> Result<(User, bool), StoreError> {
         let email = u.email.to_lowercase();
         let now = now_ms();
-        let inserted = sqlx::query(
+        let scopes = u.scopes.to_space_separated();
+        // The operator CLI is the actor: it acts outside any user's session.
+        let entry = |action: &str, user_id: &str| {
+            AuditEntry::new(
+                u.tenant_id,
+                "admin-cli",
+                action,
+                ("user", user_id),
+                serde_json::json!({ "email": email, "scopes": scopes }),
+            )
+        };
+        let insert = sqlx::query(
             "INSERT INTO users (user_id, tenant_id, email, password_hash, scopes, disabled, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, 0, $6, $6) ON CONFLICT (email) DO NOTHING",
         )
@@ -70,30 +81,33 @@ impl Store {
         .bind(u.tenant_id)
         .bind(&email)
         .bind(u.password_hash)
-        .bind(u.scopes.to_space_separated())
-        .bind(now)
-        .execute(self.writer())
-        .await?
-        .rows_affected()
+        .bind(&scopes)
+        .bind(now);
+        let inserted = self
+            .audited(insert, entry("user.created", u.new_user_id))
+            .await?
             == 1;
         if !inserted {
-            let updated = sqlx::query(
+            let mut tx = self.writer().begin().await?;
+            let updated: Option<String> = sqlx::query_scalar(
                 "UPDATE users SET password_hash = $1, scopes = $2, disabled = 0, updated_at = $3 \
-                 WHERE email = $4 AND tenant_id = $5",
+                 WHERE email = $4 AND tenant_id = $5 RETURNING user_id",
             )
             .bind(u.password_hash)
-            .bind(u.scopes.to_space_separated())
+            .bind(&scopes)
             .bind(now)
             .bind(&email)
             .bind(u.tenant_id)
-            .execute(self.writer())
-            .await?
-            .rows_affected();
-            if updated == 0 {
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(user_id) = updated else {
                 return Err(StoreError::Conflict(
                     "the email belongs to a user of another tenant".into(),
                 ));
-            }
+            };
+            self.append_audit_in(&mut tx, &[entry("user.changed", &user_id)])
+                .await?;
+            tx.commit().await?;
         }
         let user = self
             .user_by_email(&email)
