@@ -16,7 +16,7 @@ crate::both_backends!(
 
 /// Runs `claims …` against the app's store; answers the exit success, stdout JSON and
 /// stderr JSON.
-fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
+pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_claims"))
         .args(args)
         .env_clear()

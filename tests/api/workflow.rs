@@ -1,7 +1,6 @@
 //! The officers' review of flagged claims and the tenant's hash-chained audit log
 //! (contract: Workflow, Audit).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
@@ -370,18 +369,9 @@ async fn the_queue_sorts_by_priority_filters_by_status_and_pages(b: Backend) {
 
 /// Runs `claims admin verify-audit` against the app's store.
 fn verify_audit(app: &TestApp, tenant: &str) -> (bool, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_claims"))
-        .args(["admin", "verify-audit", "--tenant-id", tenant])
-        .env_clear()
-        .env("CLAIMS_DATA_DIR", &app.data_dir)
-        .env("CLAIMS_DATABASE_URL", app.config.store.url())
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-    )
+    let (ok, out, _) =
+        crate::admin_cli::claims(app, &["admin", "verify-audit", "--tenant-id", tenant]);
+    (ok, out)
 }
 
 /// Runs one statement on the app's database, behind the service's back.

@@ -97,8 +97,9 @@ impl Store {
             Backend::Sqlite => {
                 ensure_sqlite_parent_dir(url)?;
                 let url = with_create_mode(url);
-                let write = sqlite_pool(&url, 1, opts).await?;
-                let read = sqlite_pool(&url, opts.max_connections.max(2), opts).await?;
+                let write = sqlite_pool(&url, 1, WRITER_CACHE_KIB, opts).await?;
+                let read =
+                    sqlite_pool(&url, opts.max_connections.max(2), READER_CACHE_KIB, opts).await?;
                 Ok(Self {
                     read,
                     write,
@@ -165,18 +166,34 @@ impl Store {
     }
 }
 
-async fn sqlite_pool(url: &str, size: u32, opts: &StoreOptions) -> Result<AnyPool, StoreError> {
+/// Page cache of the one writer connection. SQLite's default (2 MiB) made a large
+/// store's writes spill dirty pages and re-read index pages on every statement; the
+/// writer's working set (the indexes it updates) fits in this.
+const WRITER_CACHE_KIB: u32 = 32 * 1024;
+/// Per reader connection: several of them, each with SQLite's default.
+const READER_CACHE_KIB: u32 = 2 * 1024;
+
+async fn sqlite_pool(
+    url: &str,
+    size: u32,
+    cache_kib: u32,
+    opts: &StoreOptions,
+) -> Result<AnyPool, StoreError> {
     AnyPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(opts.acquire_timeout)
-        .after_connect(|conn, _meta| {
+        .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 // WAL lets readers run beside the writer; synchronous=FULL makes every
                 // commit durable before it returns (a 202 means on disk); the busy
                 // timeout lets the admin CLI write while `serve` runs.
                 conn.execute(
-                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                    format!(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; \
+                         PRAGMA cache_size = -{cache_kib};"
+                    )
+                    .as_str(),
                 )
                 .await?;
                 Ok(())

@@ -5,7 +5,7 @@
 use schemas::claim::Reason;
 use schemas::workflow::{Task, TaskAction, TaskStatus};
 
-use super::audit::{self, AuditEntry};
+use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::ms_to_rfc3339;
 
@@ -139,24 +139,14 @@ impl Store {
         user: &str,
         at: i64,
     ) -> Result<Result<Task, TaskRefusal>, StoreError> {
-        let mut tx = self.writer().begin().await?;
-        let moved = sqlx::query(
+        let change = sqlx::query(
             "UPDATE review_tasks SET status = 'claimed', assignee = $1, updated_at = $2 \
              WHERE tenant_id = $3 AND task_id = $4 AND status = 'open'",
         )
         .bind(user)
         .bind(at)
         .bind(tenant_id)
-        .bind(task_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if moved == 0 {
-            tx.rollback().await?;
-            return self
-                .refusal(tenant_id, task_id, user, TaskAction::Approve, true)
-                .await;
-        }
+        .bind(task_id);
         let entry = AuditEntry::new(
             tenant_id,
             user,
@@ -164,8 +154,11 @@ impl Store {
             ("task", task_id),
             serde_json::json!({}),
         );
-        audit::append(&mut tx, self.backend(), &[entry]).await?;
-        tx.commit().await?;
+        if self.audited(change, entry).await? == 0 {
+            return self
+                .refusal(tenant_id, task_id, user, TaskAction::Approve, true)
+                .await;
+        }
         self.read_back(tenant_id, task_id).await
     }
 
@@ -178,24 +171,14 @@ impl Store {
         note: Option<&str>,
         at: i64,
     ) -> Result<Result<Task, TaskRefusal>, StoreError> {
-        let mut tx = self.writer().begin().await?;
-        let moved = sqlx::query(
+        let change = sqlx::query(
             "UPDATE review_tasks SET status = 'open', assignee = NULL, updated_at = $1 \
              WHERE tenant_id = $2 AND task_id = $3 AND status = 'claimed' AND assignee = $4",
         )
         .bind(at)
         .bind(tenant_id)
         .bind(task_id)
-        .bind(user)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if moved == 0 {
-            tx.rollback().await?;
-            return self
-                .refusal(tenant_id, task_id, user, TaskAction::Release, false)
-                .await;
-        }
+        .bind(user);
         let entry = AuditEntry::new(
             tenant_id,
             user,
@@ -203,8 +186,11 @@ impl Store {
             ("task", task_id),
             serde_json::json!({ "note": note }),
         );
-        audit::append(&mut tx, self.backend(), &[entry]).await?;
-        tx.commit().await?;
+        if self.audited(change, entry).await? == 0 {
+            return self
+                .refusal(tenant_id, task_id, user, TaskAction::Release, false)
+                .await;
+        }
         self.read_back(tenant_id, task_id).await
     }
 

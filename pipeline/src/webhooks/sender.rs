@@ -41,6 +41,8 @@ pub const LEASE: Duration = Duration::from_secs(5 * DEPTH as u64 + 10);
 const IDLE_POLL: Duration = Duration::from_millis(250);
 /// Largest claim per round trip to the store.
 const CLAIM_BATCH: usize = 500;
+/// How long the recorder lets outcomes gather before writing them.
+const RECORD_LINGER: Duration = Duration::from_millis(50);
 /// Bytes of a receiver's answer read (and ignored) so that its connection can be reused.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
@@ -351,6 +353,18 @@ async fn record(
 ) {
     let mut batch = Vec::new();
     while done.recv_many(&mut batch, CLAIM_BATCH).await > 0 {
+        // Let outcomes gather for a moment: each write is a commit (an fsync on
+        // SQLite), and a few per second serve thousands of attempts. Retry times were
+        // fixed when the attempt ended, so the wait does not move them.
+        if batch.len() < CLAIM_BATCH {
+            tokio::time::sleep(RECORD_LINGER).await;
+            while batch.len() < CLAIM_BATCH {
+                match done.try_recv() {
+                    Ok(o) => batch.push(o),
+                    Err(_) => break,
+                }
+            }
+        }
         let mut failures = 0u32;
         while let Err(e) = store.record_attempts(&batch).await {
             failures += 1;
