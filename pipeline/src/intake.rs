@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bus::{EmbeddedLog, Message, TopicSpec};
 use crate::clock::now_ms;
-use crate::store::{values_list, Store, StoreError};
+use crate::store::{values_list, AuditEntry, Store, StoreError};
 
 /// The record on the intake topic: the claim as submitted and what intake decided
 /// about its context, so that processing uses the rulebook current at intake.
@@ -43,6 +43,7 @@ pub async fn accept(
     log: &EmbeddedLog,
     topic: &TopicSpec,
     commands: &[ClaimSubmitted],
+    actor: &str,
 ) -> Result<Vec<bool>, StoreError> {
     if commands.is_empty() {
         return Ok(Vec::new());
@@ -93,9 +94,36 @@ pub async fn accept(
     log.append_in(&mut tx, topic, &messages)
         .await
         .map_err(into_store)?;
+    // Last, as the audit chain's head is the last lock a transaction takes.
+    let entries: Vec<AuditEntry> = commands
+        .iter()
+        .zip(&fresh)
+        .filter(|(_, new)| **new)
+        .map(|(c, _)| received_entry(c, actor))
+        .collect();
+    store.append_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     log.wake(&topic.name);
     Ok(fresh)
+}
+
+/// The audit record of a claim's intake; its id derives from the claim.
+fn received_entry(c: &ClaimSubmitted, actor: &str) -> AuditEntry {
+    let claim_id = c.claim.claim_id.as_str();
+    AuditEntry {
+        audit_id: crate::stages::decide::derived_id("aud", &c.tenant_id, claim_id, "intake"),
+        tenant_id: c.tenant_id.clone(),
+        at: c.received_at_ms,
+        actor: actor.to_owned(),
+        action: "claim.received".into(),
+        entity_type: "claim".into(),
+        entity_id: claim_id.to_owned(),
+        details: serde_json::json!({
+            "member_id": c.claim.member_id.as_str(), "provider_id": c.claim.provider_id.as_str(),
+            "claim_amount": c.claim.claim_amount, "rulebook_version": c.rulebook_version,
+        })
+        .to_string(),
+    }
 }
 
 pub(crate) fn into_store(e: crate::bus::BusError) -> StoreError {

@@ -430,6 +430,7 @@ async fn every_change_is_audited_and_the_chain_names_a_tampered_record(b: Backen
     let log = audit_log(&app, &auditor).await;
     let actions: Vec<&str> = log.iter().map(|r| r["action"].as_str().unwrap()).collect();
     for expected in [
+        "claim.received",
         "provider.created",
         "contract.created",
         "rulebook.created",
@@ -463,7 +464,10 @@ async fn every_change_is_audited_and_the_chain_names_a_tampered_record(b: Backen
         .iter()
         .map(|r| r["action"].as_str().unwrap())
         .collect();
-    assert_eq!(claim_actions, ["claim.decided", "claim.approved"]);
+    assert_eq!(
+        claim_actions,
+        ["claim.received", "claim.decided", "claim.approved"]
+    );
     app.get("/audit", &officer.access)
         .await
         .assert_error(StatusCode::FORBIDDEN, "INSUFFICIENT_SCOPE");
@@ -571,6 +575,7 @@ async fn the_chain_verifies_after_a_thousand_claims_with_reviews(b: Backend) {
     );
     let (ok, report) = verify_audit(&app, "acme");
     assert!(ok, "{report}");
-    // 1000 decisions, 100 officer decisions, 200 task actions, plus configuration.
-    assert!(report["records"].as_u64().unwrap() >= 1300, "{report}");
+    // 1000 intakes, 1000 decisions, 100 officer decisions, 200 task actions, plus
+    // configuration.
+    assert!(report["records"].as_u64().unwrap() >= 2300, "{report}");
 }

@@ -101,10 +101,14 @@ async fn check(
     })
 }
 
-async fn store(state: &AppState, commands: &[ClaimSubmitted]) -> Result<Vec<bool>, ApiError> {
+async fn store(
+    state: &AppState,
+    commands: &[ClaimSubmitted],
+    user_id: &str,
+) -> Result<Vec<bool>, ApiError> {
     match &state.bus {
         Bus::Embedded(log) => {
-            Ok(intake::accept(&state.store, log, &state.topics.intake, commands).await?)
+            Ok(intake::accept(&state.store, log, &state.topics.intake, commands, user_id).await?)
         }
     }
 }
@@ -143,7 +147,7 @@ pub async fn intake(
     )
     .await?;
     let claim_id = command.claim.claim_id.as_str().to_owned();
-    let fresh = store(&state, std::slice::from_ref(&command)).await?;
+    let fresh = store(&state, std::slice::from_ref(&command), &who.user_id).await?;
     if !fresh.first().copied().unwrap_or(false) {
         return Err(duplicate());
     }
@@ -286,7 +290,7 @@ pub async fn batch(
             }
         }
     }
-    let fresh = store(&state, &commands).await?;
+    let fresh = store(&state, &commands, &who.user_id).await?;
     for ((slot, cmd), new) in slots.into_iter().zip(&commands).zip(fresh) {
         let claim_id = cmd.claim.claim_id.as_str().to_owned();
         results[slot] = Some(if new {
