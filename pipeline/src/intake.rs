@@ -101,7 +101,8 @@ pub async fn accept(
         .filter(|(_, new)| **new)
         .map(|(c, _)| received_entry(c, actor))
         .collect();
-    store.append_audit_in(&mut tx, &entries).await?;
+    // Their claims were inserted just now, so the records are new.
+    store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     log.wake(&topic.name);
     Ok(fresh)

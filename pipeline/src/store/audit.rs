@@ -119,11 +119,22 @@ pub(crate) async fn append(
     backend: Backend,
     entries: &[AuditEntry],
 ) -> Result<Vec<AuditRecord>, StoreError> {
+    append_checked(tx, backend, entries, true).await
+}
+
+/// [`append`], optionally without looking the ids up first: for entries the caller
+/// knows are new (a claim's intake, whose row was inserted in the same transaction).
+async fn append_checked(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    entries: &[AuditEntry],
+    check: bool,
+) -> Result<Vec<AuditRecord>, StoreError> {
     if entries.is_empty() {
         return Ok(Vec::new());
     }
     let mut known = std::collections::HashSet::new();
-    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
+    for chunk in entries.chunks(ROWS_PER_STATEMENT).filter(|_| check) {
         let sql = format!(
             "SELECT audit_id FROM audit_records WHERE audit_id IN ({})",
             placeholders(backend, 1, chunk.len())
@@ -250,6 +261,17 @@ impl Store {
         }
         tx.commit().await?;
         Ok(changed)
+    }
+
+    /// Appends entries known to be new (no id lookup) inside the caller's transaction.
+    pub(crate) async fn append_new_audit_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        entries: &[AuditEntry],
+    ) -> Result<(), StoreError> {
+        append_checked(tx, self.backend(), entries, false)
+            .await
+            .map(|_| ())
     }
 
     /// Appends entries inside the caller's transaction, as its last statement.
