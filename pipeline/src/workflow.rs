@@ -57,7 +57,7 @@ pub async fn decide(
     if !decided {
         tx.rollback().await?;
         return store
-            .refusal(&d.tenant_id, &d.task_id, &d.officer, d.action, false)
+            .refusal(&d.tenant_id, &d.task_id, &d.officer, Some(d.action))
             .await;
     }
     let message = Message {

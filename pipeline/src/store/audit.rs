@@ -103,15 +103,6 @@ pub struct ChainBreak {
     pub problem: String,
 }
 
-/// Walks records in `seq` order from the start of a chain; answers how many verified,
-/// or the first break. `head` is the chain head the store holds, which catches records
-/// cut off the end.
-pub fn verify_chain(records: &[AuditRecord], head: Option<(i64, &str)>) -> Result<u64, ChainBreak> {
-    let mut walk = ChainWalk::default();
-    walk.feed(records)?;
-    walk.finish(head)
-}
-
 /// Appends `entries` to their tenants' chains inside `tx`, skipping any whose
 /// `audit_id` is already recorded (a redelivered decision appends nothing).
 pub(crate) async fn append(

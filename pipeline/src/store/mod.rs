@@ -28,15 +28,13 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
-pub use audit::{
-    canonical, hash_of, verify_chain, AuditEntry, AuditFilter, AuditRecord, ChainBreak, GENESIS,
-};
+pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak};
 pub use claims::ClaimFilter;
 pub use error::StoreError;
 pub use keys::SigningKeyRecord;
 pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
-pub use tasks::{task_cursor, TaskDecision, TaskRefusal};
+pub use tasks::{TaskDecision, TaskRefusal};
 pub use tenants::Tenant;
 pub use users::{User, UserChange, UserUpsert};
 pub use webhooks::{

@@ -47,7 +47,7 @@ const COLUMNS: &str =
                        approved_amount, note";
 
 /// The queue's order: priority, highest first, then oldest, then id.
-pub fn task_cursor(t: &Task, created_at_ms: i64) -> String {
+fn task_cursor(t: &Task, created_at_ms: i64) -> String {
     format!("{}|{}|{}", t.priority, created_at_ms, t.task_id)
 }
 
@@ -155,9 +155,7 @@ impl Store {
             serde_json::json!({}),
         );
         if self.audited(change, entry).await? == 0 {
-            return self
-                .refusal(tenant_id, task_id, user, TaskAction::Approve, true)
-                .await;
+            return self.refusal(tenant_id, task_id, user, None).await;
         }
         self.read_back(tenant_id, task_id).await
     }
@@ -188,7 +186,7 @@ impl Store {
         );
         if self.audited(change, entry).await? == 0 {
             return self
-                .refusal(tenant_id, task_id, user, TaskAction::Release, false)
+                .refusal(tenant_id, task_id, user, Some(TaskAction::Release))
                 .await;
         }
         self.read_back(tenant_id, task_id).await
@@ -222,28 +220,31 @@ impl Store {
             == 1)
     }
 
-    /// Why `user` could not act on the task, read after the conditional update missed.
+    /// Why `user` could not claim the task (`action` None) or act on it, read after the
+    /// conditional update missed.
     pub(crate) async fn refusal(
         &self,
         tenant_id: &str,
         task_id: &str,
         user: &str,
-        action: TaskAction,
-        claiming: bool,
+        action: Option<TaskAction>,
     ) -> Result<Result<Task, TaskRefusal>, StoreError> {
         let Some(task) = self.task(tenant_id, task_id).await? else {
             return Ok(Err(TaskRefusal::NotFound));
         };
         let why = match (task.status, task.assignee.as_deref()) {
             (TaskStatus::Done, _) => "the task is already done".to_owned(),
-            (TaskStatus::Claimed, Some(a)) if a == user && claiming => {
+            (TaskStatus::Claimed, Some(a)) if a == user && action.is_none() => {
                 // Claiming a task one already holds changes nothing.
                 return Ok(Ok(task));
             }
             (TaskStatus::Claimed, Some(a)) if a != user => {
                 "another officer holds the task".to_owned()
             }
-            (TaskStatus::Open, _) => format!("claim the task before you {} it", action.as_str()),
+            (TaskStatus::Open, _) if action.is_some() => format!(
+                "claim the task before you {} it",
+                action.map_or("", TaskAction::as_str)
+            ),
             _ => "the task changed meanwhile; read it and try again".to_owned(),
         };
         Ok(Err(TaskRefusal::Conflict(why)))
