@@ -61,6 +61,18 @@ pub struct Settings {
     pub webhook_max_in_flight: usize,
     /// Webhook attempts in flight per subscription (`CLAIMS_WEBHOOK_PER_ENDPOINT`).
     pub webhook_per_endpoint: usize,
+    /// Enforce rate limits; turn off only where a gateway in front limits already
+    /// (`CLAIMS_RATE_LIMIT_ENABLED`).
+    pub rate_limit_enabled: bool,
+    /// Requests per minute per client address before authentication
+    /// (`CLAIMS_RATE_LIMIT_ANONYMOUS_PER_MINUTE`).
+    pub rate_limit_anonymous_per_minute: u32,
+    /// API processes that share each tenant's limit; each enforces an equal share
+    /// (`CLAIMS_API_PROCESSES`).
+    pub api_processes: u32,
+    /// Honour `Idempotency-Key` on POST; off only to measure its cost
+    /// (`CLAIMS_IDEMPOTENCY_ENABLED`).
+    pub idempotency_enabled: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +103,10 @@ impl Default for Settings {
             webhook_allow_private: false,
             webhook_max_in_flight: 256,
             webhook_per_endpoint: 16,
+            rate_limit_enabled: true,
+            rate_limit_anonymous_per_minute: 600,
+            api_processes: 1,
+            idempotency_enabled: true,
         }
     }
 }
@@ -191,6 +207,11 @@ impl Config {
                 "CLAIMS_WEBHOOK_MAX_IN_FLIGHT and CLAIMS_WEBHOOK_PER_ENDPOINT must be at least 1"
             );
         }
+        if s.rate_limit_anonymous_per_minute == 0 || s.api_processes == 0 {
+            bail!(
+                "CLAIMS_RATE_LIMIT_ANONYMOUS_PER_MINUTE and CLAIMS_API_PROCESSES must be at least 1"
+            );
+        }
         let jwt_key_file = s
             .jwt_key_file
             .clone()
@@ -210,6 +231,12 @@ impl Config {
                 cookie_secure: s.cookie_secure,
                 max_body_bytes: s.max_body_bytes,
                 webhook_allow_private: s.webhook_allow_private,
+                rate_limit: api::http::rate_limit::RateLimitSettings {
+                    enabled: s.rate_limit_enabled,
+                    anonymous_per_minute: s.rate_limit_anonymous_per_minute,
+                    processes: s.api_processes,
+                },
+                idempotency_enabled: s.idempotency_enabled,
             },
             log_format: s.log_format,
             topic_prefix: s.topic_prefix,

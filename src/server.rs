@@ -105,6 +105,12 @@ impl Server {
             ));
         }
         let mut http_stop = stop_rx.clone();
+        if self.roles.iter().any(|r| r == "api") {
+            tasks.spawn(api::http::idempotency::purge_expired(
+                self.state.clone(),
+                stop_rx.clone(),
+            ));
+        }
         let http = self.roles.iter().any(|r| r == "api").then(|| {
             tokio::spawn(api::serve(self.listener, self.state, async move {
                 let _ = http_stop.wait_for(|stop| *stop).await;

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::http::rate_limit::RateLimitSettings;
+
 /// How the API behaves; built by the binary from layered configuration.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -24,6 +26,10 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     /// Accept webhook URLs of loopback and private addresses.
     pub webhook_allow_private: bool,
+    /// Per-tenant and per-address request limits.
+    pub rate_limit: RateLimitSettings,
+    /// Honour `Idempotency-Key` (off only to measure what it costs).
+    pub idempotency_enabled: bool,
 }
 
 impl Default for ApiConfig {
@@ -37,6 +43,8 @@ impl Default for ApiConfig {
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
             webhook_allow_private: false,
+            rate_limit: RateLimitSettings::default(),
+            idempotency_enabled: true,
         }
     }
 }

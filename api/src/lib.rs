@@ -30,8 +30,18 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,
         ))
+        // Inside the idempotency layer: a panic becomes a 500, which releases the key.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             http::fallback::panic_response,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http::idempotency::idempotency,
+        ))
+        // Authenticates once for the limiter; the idempotency layer needs the user too.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http::rate_limit::rate_limit,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use pipeline::bus::Bus;
+use pipeline::clock::Clock;
 use pipeline::config_cache::ConfigCache;
 use pipeline::store::Store;
 use pipeline::topics::Topics;
@@ -11,6 +12,7 @@ use crate::auth::keys::KeyRing;
 use crate::auth::session_cache::SessionCache;
 use crate::config::ApiConfig;
 use crate::http::metrics::Metrics;
+use crate::http::rate_limit::RateLimits;
 
 /// Cheap to clone: one `Arc`.
 #[derive(Debug, Clone)]
@@ -27,12 +29,17 @@ pub struct Inner {
     pub metrics: Metrics,
     pub bus: Bus,
     pub topics: Topics,
+    /// This process's rate-limit buckets.
+    pub limits: RateLimits,
+    /// Time as idempotency keys see it; tests move it forward.
+    pub clock: Clock,
 }
 
 impl AppState {
     pub fn new(store: Store, keys: KeyRing, config: ApiConfig, bus: Bus, topics: Topics) -> Self {
         let sessions = SessionCache::new(store.clone(), config.session_cache_ttl);
         let config_cache = ConfigCache::new(store.clone(), config.config_cache_ttl);
+        let limits = RateLimits::new(config.rate_limit);
         Self(Arc::new(Inner {
             store,
             keys,
@@ -42,6 +49,8 @@ impl AppState {
             metrics: Metrics::new(),
             bus,
             topics,
+            limits,
+            clock: Clock::default(),
         }))
     }
 }

@@ -1,7 +1,30 @@
 //! Wall-clock time as the store keeps it: Unix milliseconds in a BIGINT, which both
 //! SQLite and PostgreSQL index and compare natively.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
 use time::OffsetDateTime;
+
+/// Wall-clock time that tests can move forward, for behaviour measured in hours (an
+/// idempotency key's 24 h). Clones share the offset.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    offset_ms: Arc<AtomicI64>,
+}
+
+impl Clock {
+    pub fn now_ms(&self) -> i64 {
+        now_ms() + self.offset_ms.load(Ordering::Relaxed)
+    }
+
+    /// Moves this clock (and its clones) forward.
+    pub fn advance(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms.fetch_add(by, Ordering::Relaxed);
+    }
+}
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {

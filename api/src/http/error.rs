@@ -55,13 +55,16 @@ pub enum ApiError {
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("service unavailable")]
     Unavailable,
+    /// Over the rate limit: retry after this many seconds.
+    #[error("rate limited for {retry_after} s")]
+    RateLimited { retry_after: u64 },
 }
 
 /// The parts of the body that do not depend on the request; rendered by the
 /// request-context middleware, which knows the request id.
 #[derive(Debug, Clone)]
 pub struct ErrorPayload {
-    pub code: &'static str,
+    pub code: Cow<'static, str>,
     pub message: Cow<'static, str>,
     pub field: Option<String>,
 }
@@ -117,6 +120,7 @@ impl ApiError {
             Self::InsufficientScope(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -171,9 +175,14 @@ impl ApiError {
                 "the service is not ready; try again shortly".into(),
                 None,
             ),
+            Self::RateLimited { retry_after } => (
+                "RATE_LIMITED",
+                format!("the rate limit is exceeded; it resets in {retry_after} seconds").into(),
+                None,
+            ),
         };
         ErrorPayload {
-            code,
+            code: code.into(),
             message,
             field,
         }
@@ -188,6 +197,12 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let mut res = status.into_response();
+        if let Self::RateLimited { retry_after } = &self {
+            res.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(*retry_after),
+            );
+        }
         res.extensions_mut().insert(self.payload());
         res
     }

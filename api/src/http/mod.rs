@@ -2,7 +2,9 @@
 
 pub mod error;
 pub mod fallback;
+pub mod idempotency;
 pub mod json;
 pub mod list;
 pub mod metrics;
+pub mod rate_limit;
 pub mod request_context;

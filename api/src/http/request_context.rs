@@ -53,7 +53,7 @@ pub async fn request_context(
             .unwrap_or_else(|| ErrorPayload::for_status(status));
         let body = ErrorBody {
             error: ErrorDetail {
-                code: payload.code.to_owned(),
+                code: payload.code.into_owned(),
                 message: payload.message.into_owned(),
                 field: payload.field,
                 request_id: request_id.clone(),

@@ -205,6 +205,31 @@ impl TestApp {
         Reply::from(req.send().await.unwrap()).await
     }
 
+    /// Sends a request with a bearer token, extra headers and a raw JSON body (so that
+    /// a test knows the exact bytes sent).
+    pub async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Reply {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_vec());
+        }
+        Reply::from(req.send().await.unwrap()).await
+    }
+
     /// Creates a rulebook with these rules and publishes it; answers its id.
     pub async fn publish_rulebook(&self, token: &str, rules: Value) -> String {
         let r = self
