@@ -47,6 +47,60 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// A free local port for a service process.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until the service at `base` answers ready.
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client
+        .get(format!("{base}/health/ready"))
+        .send()
+        .await
+        .map(|r| !r.status().is_success())
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "the service did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Submits claims `ids` one request each, `SINGLE_CONCURRENCY` at once, with an
+/// `Idempotency-Key` each when `keyed`; answers claims/s.
+async fn single_intake(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    ids: std::ops::Range<usize>,
+    keyed: bool,
+) -> f64 {
+    let count = ids.len();
+    let started = Instant::now();
+    let ok = stream::iter(ids)
+        .map(|i| {
+            let mut req = client
+                .post(format!("{base}/claims/intake"))
+                .bearer_auth(token)
+                .json(&claim(i));
+            if keyed {
+                req = req.header("idempotency-key", format!("bench-{i}"));
+            }
+            async move { req.send().await.unwrap().status().as_u16() == 202 }
+        })
+        .buffer_unordered(SINGLE_CONCURRENCY)
+        .filter(|ok| std::future::ready(*ok))
+        .count()
+        .await;
+    assert_eq!(ok, count, "every single claim accepted");
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
 #[tokio::main]
 async fn main() {
     let n: usize = std::env::args()
@@ -65,11 +119,7 @@ async fn main() {
         }
         None => Some(temp),
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = env!("CARGO_BIN_EXE_claims");
     let mut envs: Vec<(String, String)> = vec![
@@ -132,17 +182,7 @@ async fn main() {
         .timeout(Duration::from_secs(120))
         .build()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client
-        .get(format!("{base}/health/ready"))
-        .send()
-        .await
-        .map(|r| !r.status().is_success())
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "the service did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     let login: Value = client
         .post(format!("{base}/auth/login"))
         .json(&json!({"email": "bench@bench.example", "password": "bench-password"}))
@@ -165,6 +205,15 @@ async fn main() {
                 .unwrap()
         }
     };
+    // The limiter is checked on every request but must not refuse the load itself.
+    let raised = client
+        .patch(format!("{base}/tenant/settings"))
+        .bearer_auth(&token)
+        .json(&json!({"rate_limit_per_minute": 100_000_000}))
+        .send()
+        .await
+        .unwrap();
+    assert!(raised.status().is_success(), "the rate limit is raised");
     for p in 0..20 {
         post(
             format!("{base}/providers"),
@@ -259,17 +308,8 @@ async fn main() {
     );
 
     let started = Instant::now();
-    let ok = stream::iter(n..n + singles)
-        .map(|i| {
-            let f = post(format!("{base}/claims/intake"), claim(i));
-            async move { f.await.status().as_u16() == 202 }
-        })
-        .buffer_unordered(SINGLE_CONCURRENCY)
-        .filter(|ok| std::future::ready(*ok))
-        .count()
-        .await;
+    single_intake(&client, &base, &token, n..n + singles, false).await;
     let single_secs = started.elapsed().as_secs_f64();
-    assert_eq!(ok, singles, "every single claim accepted");
     println!(
         "intake, single: {:>9.0} claims/s ({singles} in {single_secs:.2} s)",
         singles as f64 / single_secs
@@ -303,6 +343,50 @@ async fn main() {
     println!("service peak RSS: {:.0} MiB", peak_rss_mib(child.id()));
     child.kill().unwrap();
     child.wait().unwrap();
+
+    // What rate limiting and idempotency cost single intake: two API-only processes on
+    // the same store, one with both on and one with both off, measured in alternating
+    // rounds so that drift on a shared machine falls on both alike.
+    let mut apis = Vec::new();
+    for guards in ["true", "false"] {
+        let port = free_port();
+        let child = Command::new(bin)
+            .args(["serve", "--stages", "api"])
+            .envs(envs.iter().cloned())
+            .env("CLAIMS_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("CLAIMS_RATE_LIMIT_ENABLED", guards)
+            .env("CLAIMS_IDEMPOTENCY_ENABLED", guards)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}/api/v1");
+        wait_ready(&client, &base).await;
+        apis.push((child, base));
+    }
+    let rounds = 4;
+    let per_round = (singles / 2).max(rounds) / rounds;
+    let (mut on, mut off) = (0.0, 0.0);
+    let mut next = n + singles;
+    for _ in 0..rounds {
+        on += single_intake(&client, &apis[0].1, &token, next..next + per_round, false).await;
+        next += per_round;
+        off += single_intake(&client, &apis[1].1, &token, next..next + per_round, false).await;
+        next += per_round;
+    }
+    let (on, off) = (on / rounds as f64, off / rounds as f64);
+    println!(
+        "intake, single, rate limit + idempotency on:  {on:>7.0} claims/s; off: {off:>7.0} claims/s; on/off = {:.3} ({rounds} alternating rounds of {per_round})",
+        on / off
+    );
+    let keyed = single_intake(&client, &apis[0].1, &token, next..next + per_round, true).await;
+    println!(
+        "intake, single, each with an Idempotency-Key: {keyed:>7.0} claims/s ({per_round} claims)"
+    );
+    for (mut child, _) in apis {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 
     // Webhooks: one `claim.completed` per claim, queued and sent by a process running
     // only the webhook stage, to a local receiver answering 200.

@@ -152,6 +152,19 @@ pub fn apply_conventions(doc: &mut Doc) {
         {
             apply_to_operation(op);
         }
+        if let Some(op) = &mut item.post {
+            let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+            if secured {
+                op.parameters.get_or_insert_with(Vec::new).push(
+                    ParameterBuilder::new()
+                        .name("Idempotency-Key")
+                        .parameter_in(ParameterIn::Header)
+                        .description(Some("1-255 characters. A repeat with the same body within 24 hours replays the first response with `Idempotent-Replayed: true`; another body is 422 (field `Idempotency-Key`); a repeat while the first runs is 409 with `Retry-After`"))
+                        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                        .build(),
+                );
+            }
+        }
     }
 }
 
@@ -218,10 +231,13 @@ const RESPONSE_HEADERS: &[(&str, &str)] = &[
         "X-Request-Id",
         "The request's id; equals `error.request_id` in error bodies",
     ),
-    ("X-RateLimit-Limit", "Requests allowed per window"),
-    ("X-RateLimit-Remaining", "Requests left in the window"),
+    (
+        "X-RateLimit-Limit",
+        "Requests allowed per minute (the tenant's, or the client address's before authentication)",
+    ),
+    ("X-RateLimit-Remaining", "Requests that may be made now"),
     (
         "X-RateLimit-Reset",
-        "Unix time in seconds when the window resets",
+        "Unix seconds: when the whole allowance is back, or, with none remaining, when the next request is allowed",
     ),
 ];
