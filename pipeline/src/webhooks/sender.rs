@@ -31,7 +31,7 @@ use crate::store::{AttemptOutcome, DueDelivery, Store};
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// Deliveries a sender holds per subscription, in flight or waiting for a slot, as a
 /// multiple of `per_endpoint`: enough to keep a fast endpoint busy between claims.
-const DEPTH: usize = 4;
+const DEPTH: usize = 8;
 /// How long a claimed delivery is held by its sender: a held delivery waits for at most
 /// `DEPTH - 1` rounds of attempts before its own, each at most the time-out, with room
 /// to record the outcome. A sender that dies mid-attempt releases it after this.
