@@ -18,6 +18,7 @@ crate::both_backends!(
     a_concurrent_duplicate_waits_and_a_crashed_first_attempt_lets_go,
     keys_are_scoped_by_user_and_path,
     a_key_expires_after_24_hours,
+    a_request_whose_client_gave_up_finishes_and_is_replayed,
 );
 
 async fn post(app: &TestApp, s: &Session, path: &str, key: &str, body: &Value) -> Reply {
@@ -242,4 +243,57 @@ async fn a_key_expires_after_24_hours(b: Backend) {
         .await
         .unwrap();
     assert_eq!(purged, 1);
+}
+
+async fn a_request_whose_client_gave_up_finishes_and_is_replayed(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let n = 500;
+    let batch = Value::Array((0..n).map(|i| claim(&format!("CLM-{i}"))).collect());
+    let body = serde_json::to_vec(&batch).unwrap();
+    // The client gives up long before a batch this size is through.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(app.url("/claims/batch"))
+        .bearer_auth(&s.access)
+        .header("idempotency-key", "batch-1")
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    // Its retries wait while the first runs, then get its response: every claim
+    // accepted, none CLAIM_DUPLICATE, well within the key's 30 s lease. Cancelled with
+    // its client, the first would hold the key for the whole lease.
+    let deadline = std::time::Instant::now() + Duration::from_secs(25);
+    let done = loop {
+        let r = app
+            .call_with(
+                Method::POST,
+                "/claims/batch",
+                Some(&s.access),
+                &[("idempotency-key", "batch-1")],
+                Some(&body),
+            )
+            .await;
+        if r.status == StatusCode::OK {
+            break r;
+        }
+        assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done.body["accepted"], n, "{}", done.body["results"][0]);
+    let stored = app
+        .store
+        .claims("acme", &Default::default(), None, 10_000)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), n);
 }

@@ -7,8 +7,9 @@
 //!   `Idempotent-Replayed: true` and has no second effect; another body is 422
 //!   `VALIDATION_ERROR` (field `Idempotency-Key`); a repeat while the first still runs
 //!   is 409 `CONFLICT` with `Retry-After`.
-//! - A running request renews its hold every few seconds; one that crashed lets it
-//!   lapse, and the next attempt takes the key over, so no key is locked forever.
+//! - A keyed request runs to its end in a task of its own, even if the client goes away.
+//!   It renews its hold every few seconds; one whose process crashed lets it lapse, and
+//!   the next attempt takes the key over, so no key is locked forever.
 //! - A response of 500 or above is not kept: the key is released, and a retry runs
 //!   afresh.
 //! - Only authenticated requests are keyed (the scope names a user); the login and
@@ -27,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use pipeline::store::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use crate::auth::principal::Principal;
 use crate::http::error::{ApiError, ErrorPayload};
@@ -117,7 +119,49 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
         Err(e) => return ApiError::from(e).into_response(),
     }
 
-    let run = next.run(Request::from_parts(parts, Body::from(bytes)));
+    // The keyed request runs to its end in a task of its own, even if the client goes
+    // away meanwhile: a client that timed out and retries then gets the real response
+    // replayed, instead of waiting out the lease and running the request again.
+    let owned = OwnedScope {
+        tenant_id: principal.tenant_id,
+        user_id: principal.user_id,
+        method: method.as_str().to_owned(),
+        path,
+        key,
+    };
+    let req = Request::from_parts(parts, Body::from(bytes));
+    let task =
+        tokio::spawn(run_keyed(state, owned, next, req).instrument(tracing::Span::current()));
+    task.await
+        .unwrap_or_else(|e| ApiError::from(e).into_response())
+}
+
+/// A key's scope, owned by the task that runs the request.
+struct OwnedScope {
+    tenant_id: String,
+    user_id: String,
+    method: String,
+    path: String,
+    key: String,
+}
+
+impl OwnedScope {
+    fn scope(&self) -> IdempotencyScope<'_> {
+        IdempotencyScope {
+            tenant_id: &self.tenant_id,
+            user_id: &self.user_id,
+            method: &self.method,
+            path: &self.path,
+            key: &self.key,
+        }
+    }
+}
+
+/// Runs a request that holds its key, renewing the hold, then stores the response (or
+/// releases the key after a server error).
+async fn run_keyed(state: AppState, owned: OwnedScope, next: Next, req: Request) -> Response {
+    let scope = owned.scope();
+    let run = next.run(req);
     tokio::pin!(run);
     let mut renew =
         tokio::time::interval_at(tokio::time::Instant::now() + RENEW_EVERY, RENEW_EVERY);
