@@ -492,8 +492,10 @@ async fn a_restart_in_the_middle_of_a_schedule_neither_loses_nor_hastens_an_atte
         .await;
     let hits = rx.wait_for(3, Duration::from_secs(20)).await;
     let gap = (hits[2].at - hits[1].at).as_secs_f64();
+    // Never early; late by at most the new process's start and first poll on a loaded
+    // machine (CI runs many tests at once).
     assert!(
-        (4.95..6.5).contains(&gap),
+        (4.95..7.5).contains(&gap),
         "the third attempt came {gap} s after the second"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
