@@ -1,12 +1,14 @@
 //! Rule-engine throughput: claim evaluations per second of a 50-rule rulebook on one
-//! core (issue 3 target: 100,000). Run with `scripts/bench-rules`.
+//! core (issue 3 target: 100,000), with the rules' plans and with cel's interpreter
+//! alone, in the same run. Run with `scripts/bench-rules`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pipeline::rules::{
-    compile, ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberHistory, ProviderFacts,
+    compile, ClaimFacts, CompiledRulebook, ContractFacts, EvalInput, LineFacts, MemberHistory,
+    ProviderFacts,
 };
 use schemas::rulebook::{Rule, RuleAction};
 
@@ -83,36 +85,51 @@ fn input(i: usize) -> EvalInput {
     }
 }
 
-fn main() {
-    let book = compile(&rulebook()).unwrap();
-    let inputs: Vec<EvalInput> = (0..1000).map(input).collect();
-    // Warm up, then run for a fixed time on this one thread.
+/// Claim evaluations per second of `book` over `inputs`, on this one thread.
+fn measure(book: &CompiledRulebook, inputs: &[EvalInput], budget: Duration) -> (u64, f64) {
+    // Warm up, then run for a fixed time.
     for i in inputs.iter().take(200) {
         std::hint::black_box(book.evaluate(i));
     }
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < budget {
+        for i in inputs {
+            std::hint::black_box(book.evaluate(i));
+        }
+        n += inputs.len() as u64;
+    }
+    (n, start.elapsed().as_secs_f64())
+}
+
+fn main() {
     let budget = Duration::from_secs(
         std::env::var("BENCH_SECS")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(5),
     );
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < budget {
-        for i in &inputs {
-            std::hint::black_box(book.evaluate(i));
-        }
-        n += inputs.len() as u64;
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let inputs: Vec<EvalInput> = (0..1000).map(input).collect();
+    let planned = compile(&rulebook()).unwrap();
+    let interpreted = compile(&rulebook()).unwrap().interpreted();
+    let rules = planned.len();
     println!(
-        "rules: {} rules, {n} claim evaluations in {secs:.2} s on one thread",
-        book.len()
+        "rules: {rules} rules, {} evaluated by a plan, the rest by cel's interpreter",
+        planned.planned()
     );
+    let mut figures = Vec::new();
+    for (name, book) in [("planned", &planned), ("interpreter only", &interpreted)] {
+        let (n, secs) = measure(book, &inputs, budget);
+        let rate = n as f64 / secs;
+        println!(
+            "rules, {name}: {rate:.0} claim evaluations/s ({:.2} µs per claim, {:.0} ns per rule; {n} in {secs:.2} s)",
+            secs * 1e6 / n as f64,
+            secs * 1e9 / (n as f64 * rules as f64),
+        );
+        figures.push(rate);
+    }
     println!(
-        "rules: {:.0} claim evaluations/s ({:.2} µs per claim, {:.0} ns per rule)",
-        n as f64 / secs,
-        secs * 1e6 / n as f64,
-        secs * 1e9 / (n as f64 * book.len() as f64)
+        "rules: planned / interpreter only = {:.1}",
+        figures[0] / figures[1]
     );
 }

@@ -9,6 +9,7 @@ use schemas::rulebook::{Rule, RuleAction};
 use schemas::ClientId;
 
 use super::analysis::Analysis;
+use super::plan::BoolPlan;
 
 /// The longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 4096;
@@ -30,6 +31,8 @@ pub(crate) struct CompiledRule {
     pub reason_code: std::sync::Arc<str>,
     pub description: std::sync::Arc<str>,
     pub when: Program,
+    /// `when` planned for direct evaluation, when its shape allows (see `plan`).
+    pub plan: Option<BoolPlan>,
     pub amount: Option<Program>,
 }
 
@@ -49,6 +52,20 @@ impl CompiledRulebook {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// How many rules' `when` is evaluated by a plan rather than the interpreter.
+    pub fn planned(&self) -> usize {
+        self.rules.iter().filter(|r| r.plan.is_some()).count()
+    }
+
+    /// The same rulebook evaluated by cel's interpreter alone: the reference the
+    /// plans are tested against, and the benchmark's comparison.
+    pub fn interpreted(mut self) -> Self {
+        for r in &mut self.rules {
+            r.plan = None;
+        }
+        self
     }
 }
 
@@ -106,7 +123,9 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
             }
             (_, None) => None,
         };
+        let plan = BoolPlan::of(when.expression());
         compiled.push(CompiledRule {
+            plan,
             rule_id: rule.rule_id.as_str().into(),
             reason_code: rule.reason_code.as_str().into(),
             description: rule.description.as_str().into(),

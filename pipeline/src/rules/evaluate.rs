@@ -5,15 +5,18 @@
 //! would have stopped it.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::sync::{Arc, LazyLock};
 
-use cel::{Context, Env, Value};
+use cel::{Context, Env, Program, Value};
 use schemas::rulebook::RuleAction;
 use serde::{Deserialize, Serialize};
 
+use super::analysis::MAX_COMPREHENSION_DEPTH;
 use super::compile::{CompiledRule, CompiledRulebook};
 use super::facts::Facts;
 use super::input::EvalInput;
+use super::plan::{Bound, Defer};
 
 /// The standard environment, built once: building it per claim would dominate.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
@@ -78,26 +81,18 @@ impl CompiledRulebook {
             trace: Vec::with_capacity(self.rules.len()),
             ..Evaluation::default()
         };
-        let facts = match Facts::prepare(input, &self.names) {
-            Ok(facts) => facts,
-            Err(e) => {
-                // Cannot happen for well-formed input; reported rather than panicking.
-                for r in &self.rules {
-                    ev.errors.push(hit(r));
-                    ev.trace.push(entry(
-                        r,
-                        false,
-                        format!("input could not be prepared: {e}").into(),
-                        true,
-                    ));
-                }
-                return ev;
-            }
-        };
-        let mut ctx = Context::with_env(ENV.clone());
-        ctx.set_variable_resolver(&facts);
+        let interpreter = Interpreter::new(input, &self.names);
+        let mut bound = Bound::with_capacity(MAX_COMPREHENSION_DEPTH);
         for r in &self.rules {
-            let (matched, detail, error) = match r.when.execute(&ctx) {
+            let when = match r.plan.as_ref().map(|plan| plan.eval(input, &mut bound)) {
+                Some(Ok(b)) => Ok(Value::Bool(b)),
+                // The plan could not decide: the interpreter gives the exact value or error.
+                Some(Err(Defer)) | None => {
+                    bound.clear();
+                    interpreter.run(&r.when)
+                }
+            };
+            let (matched, detail, error) = match when {
                 Ok(Value::Bool(true)) => (true, Cow::Borrowed("when evaluated to true"), false),
                 Ok(Value::Bool(false)) => (false, Cow::Borrowed(NOT_MATCHED), false),
                 Ok(other) => (
@@ -121,7 +116,7 @@ impl CompiledRulebook {
                 RuleAction::Decline => ev.declines.push(hit(r)),
                 RuleAction::Flag => ev.flags.push(hit(r)),
                 RuleAction::Adjust => {
-                    let amount = r.amount.as_ref().map(|p| p.execute(&ctx));
+                    let amount = r.amount.as_ref().map(|p| interpreter.run(p));
                     match amount.map(|v| v.map(|v| as_amount(&v))) {
                         Some(Ok(Some(a))) => {
                             let clamped = a.clamp(0, input.claim.claim_amount);
@@ -160,6 +155,37 @@ impl CompiledRulebook {
             ev.trace.push(entry(r, true, detail, false));
         }
         ev
+    }
+}
+
+/// cel's interpreter for the expressions no plan decides. The values it reads are
+/// prepared on first use: a claim whose rules are all planned never builds them.
+struct Interpreter<'a> {
+    input: &'a EvalInput,
+    names: &'a [String],
+    facts: OnceCell<Result<Facts, String>>,
+}
+
+impl<'a> Interpreter<'a> {
+    fn new(input: &'a EvalInput, names: &'a [String]) -> Self {
+        Self {
+            input,
+            names,
+            facts: OnceCell::new(),
+        }
+    }
+
+    fn run(&self, program: &Program) -> Result<Value, String> {
+        let facts = self
+            .facts
+            .get_or_init(|| Facts::prepare(self.input, self.names).map_err(|e| e.to_string()));
+        // Cannot fail for well-formed input; reported rather than panicking.
+        let facts = facts
+            .as_ref()
+            .map_err(|e| format!("the input could not be prepared: {e}"))?;
+        let mut ctx = Context::with_env(ENV.clone());
+        ctx.set_variable_resolver(facts);
+        program.execute(&ctx).map_err(|e| e.to_string())
     }
 }
 

@@ -14,11 +14,14 @@ pub mod compile;
 pub mod evaluate;
 mod facts;
 pub mod input;
+mod plan;
 
 pub use cache::RulebookCache;
 pub use compile::{compile, CompileError, CompiledRulebook};
 pub use evaluate::{Evaluation, RuleHit, TraceEntry};
 pub use input::{ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberHistory, ProviderFacts};
 
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod tests;
