@@ -73,6 +73,12 @@ pub struct Settings {
     /// Honour `Idempotency-Key` on POST; off only to measure its cost
     /// (`CLAIMS_IDEMPOTENCY_ENABLED`).
     pub idempotency_enabled: bool,
+    /// Folder of the object store that keeps uploaded files; default
+    /// `$CLAIMS_DATA_DIR/objects` (`CLAIMS_UPLOAD_DIR`).
+    pub upload_dir: Option<PathBuf>,
+    /// SHA-256 hashes (hex, comma-separated) refused on upload as known malware
+    /// (`CLAIMS_UPLOAD_KNOWN_BAD_SHA256`).
+    pub upload_known_bad_sha256: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +113,8 @@ impl Default for Settings {
             rate_limit_anonymous_per_minute: 600,
             api_processes: 1,
             idempotency_enabled: true,
+            upload_dir: None,
+            upload_known_bad_sha256: String::new(),
         }
     }
 }
@@ -212,6 +220,22 @@ impl Config {
                 "CLAIMS_RATE_LIMIT_ANONYMOUS_PER_MINUTE and CLAIMS_API_PROCESSES must be at least 1"
             );
         }
+        let upload_known_bad_sha256: Vec<String> = s
+            .upload_known_bad_sha256
+            .split(',')
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        if let Some(bad) = upload_known_bad_sha256
+            .iter()
+            .find(|h| h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            bail!("CLAIMS_UPLOAD_KNOWN_BAD_SHA256: `{bad}` is not a SHA-256 in hex");
+        }
+        let upload_dir = s
+            .upload_dir
+            .clone()
+            .unwrap_or_else(|| s.data_dir.join("objects"));
         let jwt_key_file = s
             .jwt_key_file
             .clone()
@@ -237,6 +261,8 @@ impl Config {
                     processes: s.api_processes,
                 },
                 idempotency_enabled: s.idempotency_enabled,
+                upload_dir,
+                upload_known_bad_sha256,
             },
             log_format: s.log_format,
             topic_prefix: s.topic_prefix,

@@ -30,6 +30,10 @@ pub struct ApiConfig {
     pub rate_limit: RateLimitSettings,
     /// Honour `Idempotency-Key` (off only to measure what it costs).
     pub idempotency_enabled: bool,
+    /// Folder of the object store that keeps uploaded files.
+    pub upload_dir: std::path::PathBuf,
+    /// SHA-256 hashes (lowercase hex) refused on upload as known malware.
+    pub upload_known_bad_sha256: Vec<String>,
 }
 
 impl Default for ApiConfig {
@@ -45,6 +49,8 @@ impl Default for ApiConfig {
             webhook_allow_private: false,
             rate_limit: RateLimitSettings::default(),
             idempotency_enabled: true,
+            upload_dir: std::path::PathBuf::from("./data/objects"),
+            upload_known_bad_sha256: Vec::new(),
         }
     }
 }

@@ -18,7 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, claims, health, operations, providers, rulebooks, tenant_settings, users,
+    audit, auth, claims, health, operations, providers, rulebooks, tenant_settings, uploads, users,
     webhooks, well_known, workflow,
 };
 use crate::state::AppState;
@@ -37,6 +37,7 @@ use crate::state::AppState;
         (name = "auth", description = "Login, token refresh, logout and the verification keys"),
         (name = "tenant", description = "Tenant settings and users"),
         (name = "claims", description = "Claim intake and reads"),
+        (name = "uploads", description = "Supporting documents: virus scan and OCR"),
         (name = "providers", description = "Providers and their contracts"),
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "webhooks", description = "Event subscriptions, their delivery log and redelivery"),
@@ -82,6 +83,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))
+        .routes(routes!(uploads::upload, uploads::list_uploads))
+        .routes(routes!(uploads::get_upload))
         .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))
         .routes(routes!(
             webhooks::get_webhook,

@@ -7,6 +7,7 @@ use pipeline::clock::Clock;
 use pipeline::config_cache::ConfigCache;
 use pipeline::store::Store;
 use pipeline::topics::Topics;
+use pipeline::uploads::ObjectStore;
 
 use crate::auth::keys::KeyRing;
 use crate::auth::session_cache::SessionCache;
@@ -33,6 +34,8 @@ pub struct Inner {
     pub limits: RateLimits,
     /// Time as idempotency keys see it; tests move it forward.
     pub clock: Clock,
+    /// Where uploaded files are kept.
+    pub objects: ObjectStore,
 }
 
 impl AppState {
@@ -45,12 +48,13 @@ impl AppState {
             keys,
             sessions,
             config_cache,
-            config,
             metrics: Metrics::new(),
             bus,
             topics,
             limits,
             clock: Clock::default(),
+            objects: ObjectStore::local(&config.upload_dir),
+            config,
         }))
     }
 }

@@ -9,5 +9,6 @@ pub mod rules;
 pub mod stages;
 pub mod store;
 pub mod topics;
+pub mod uploads;
 pub mod webhooks;
 pub mod workflow;

@@ -22,6 +22,10 @@ pub struct Topics {
     /// Fraud state per provider and per member (compacted).
     pub fraud_providers: TopicSpec,
     pub fraud_members: TopicSpec,
+    /// Received uploads waiting for the scan stage.
+    pub uploads: TopicSpec,
+    /// Uploads found clean, waiting for OCR.
+    pub uploads_scanned: TopicSpec,
     /// Records no stage could decode, kept for an operator.
     pub dead_letter: TopicSpec,
 }
@@ -39,6 +43,8 @@ impl Topics {
             workflow: TopicSpec::new(name("claims.workflow"), partitions, false),
             fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
             fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),
+            uploads: TopicSpec::new(name("uploads.received"), partitions, false),
+            uploads_scanned: TopicSpec::new(name("uploads.scanned"), partitions, false),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }
@@ -57,6 +63,8 @@ impl Topics {
             self.workflow.clone(),
             self.fraud_providers.clone(),
             self.fraud_members.clone(),
+            self.uploads.clone(),
+            self.uploads_scanned.clone(),
             self.dead_letter.clone(),
         ]
     }

@@ -12,6 +12,7 @@ pub mod provider;
 pub mod rulebook;
 pub mod scope;
 pub mod tenant;
+pub mod upload;
 pub mod user;
 pub mod webhook;
 pub mod workflow;

@@ -23,6 +23,7 @@ mod providers;
 mod rate_limits;
 mod rulebooks;
 mod tenant_settings;
+mod uploads;
 mod users;
 mod webhooks;
 mod workflow;

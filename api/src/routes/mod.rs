@@ -8,6 +8,7 @@ pub mod operations;
 pub mod providers;
 pub mod rulebooks;
 pub mod tenant_settings;
+pub mod uploads;
 pub mod users;
 pub mod webhooks;
 pub mod well_known;

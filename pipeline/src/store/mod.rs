@@ -19,6 +19,7 @@ mod rulebooks;
 mod sessions;
 mod tasks;
 mod tenants;
+pub(crate) mod uploads;
 mod users;
 mod webhooks;
 
@@ -38,6 +39,7 @@ pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
 pub use tasks::{TaskDecision, TaskRefusal};
 pub use tenants::Tenant;
+pub use uploads::{Extraction, NewUpload};
 pub use users::{User, UserChange, UserUpsert};
 pub use webhooks::{
     AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Subscription, WebhookFields,

@@ -1,0 +1,58 @@
+//! Accepting or refusing a received upload. Either way the row and its record (the
+//! command on the uploads topic, or the `upload.failed` event) are written in one
+//! transaction: a 202 means both are durable, and a refusal is announced exactly once.
+
+use schemas::upload::UploadReceived;
+
+use crate::bus::{EmbeddedLog, Message, TopicSpec};
+use crate::intake::{claim_key, into_store};
+use crate::stages::decide::DomainEvent;
+use crate::store::uploads::insert_upload_in;
+use crate::store::{NewUpload, Store, StoreError};
+
+/// Records the upload (`pending`) and its command on `topic`.
+pub async fn accept(
+    store: &Store,
+    log: &EmbeddedLog,
+    topic: &TopicSpec,
+    upload: &NewUpload,
+    command: &UploadReceived,
+) -> Result<(), StoreError> {
+    let message = Message {
+        key: claim_key(&upload.tenant_id, &upload.claim_id),
+        value: serde_json::to_vec(command).map_err(|e| StoreError::Config(e.to_string()))?,
+    };
+    write(store, log, topic, upload, message).await
+}
+
+/// Records the refused upload (`failed`) and its `upload.failed` event on `events`.
+pub async fn refuse(
+    store: &Store,
+    log: &EmbeddedLog,
+    events: &TopicSpec,
+    upload: &NewUpload,
+    event: &DomainEvent,
+) -> Result<(), StoreError> {
+    let message = Message {
+        key: claim_key(&upload.tenant_id, &upload.claim_id),
+        value: serde_json::to_vec(event).map_err(|e| StoreError::Config(e.to_string()))?,
+    };
+    write(store, log, events, upload, message).await
+}
+
+async fn write(
+    store: &Store,
+    log: &EmbeddedLog,
+    topic: &TopicSpec,
+    upload: &NewUpload,
+    message: Message,
+) -> Result<(), StoreError> {
+    let mut tx = store.writer().begin().await?;
+    insert_upload_in(&mut tx, upload).await?;
+    log.append_in(&mut tx, topic, std::slice::from_ref(&message))
+        .await
+        .map_err(into_store)?;
+    tx.commit().await?;
+    log.wake(&topic.name);
+    Ok(())
+}
