@@ -79,6 +79,15 @@ pub struct Settings {
     /// SHA-256 hashes (hex, comma-separated) refused on upload as known malware
     /// (`CLAIMS_UPLOAD_KNOWN_BAD_SHA256`).
     pub upload_known_bad_sha256: String,
+    /// Where `clamd` listens for the scan stage: `tcp://host:port` or `unix:///path`;
+    /// unset, only the built-in screen checks uploads (`CLAIMS_CLAMD_ADDRESS`).
+    pub clamd_address: Option<String>,
+    /// Most pages of a PDF read by OCR (`CLAIMS_OCR_MAX_PAGES`).
+    pub ocr_max_pages: u32,
+    /// Time allowed to read one document, seconds (`CLAIMS_OCR_TIMEOUT_SECS`).
+    pub ocr_timeout_secs: u64,
+    /// Address space of each OCR tool process, MiB (`CLAIMS_OCR_MAX_MEMORY_MIB`).
+    pub ocr_max_memory_mib: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +124,10 @@ impl Default for Settings {
             idempotency_enabled: true,
             upload_dir: None,
             upload_known_bad_sha256: String::new(),
+            clamd_address: None,
+            ocr_max_pages: 20,
+            ocr_timeout_secs: 120,
+            ocr_max_memory_mib: 1024,
         }
     }
 }
@@ -148,6 +161,8 @@ pub struct Config {
     pub partitions: u32,
     pub instance_id: Option<String>,
     pub webhooks: pipeline::webhooks::SenderSettings,
+    pub clamd: Option<pipeline::uploads::scan::ClamdAddress>,
+    pub ocr: pipeline::uploads::ocr::OcrLimits,
 }
 
 impl Config {
@@ -232,6 +247,21 @@ impl Config {
         {
             bail!("CLAIMS_UPLOAD_KNOWN_BAD_SHA256: `{bad}` is not a SHA-256 in hex");
         }
+        let clamd = s
+            .clamd_address
+            .as_deref()
+            .filter(|a| !a.is_empty())
+            .map(pipeline::uploads::scan::ClamdAddress::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("CLAIMS_CLAMD_ADDRESS: {e}"))?;
+        if s.ocr_max_pages == 0 || s.ocr_timeout_secs == 0 || s.ocr_max_memory_mib < 64 {
+            bail!("CLAIMS_OCR_MAX_PAGES and CLAIMS_OCR_TIMEOUT_SECS must be at least 1, CLAIMS_OCR_MAX_MEMORY_MIB at least 64");
+        }
+        let ocr = pipeline::uploads::ocr::OcrLimits {
+            max_pages: s.ocr_max_pages,
+            timeout: Duration::from_secs(s.ocr_timeout_secs),
+            max_memory_bytes: s.ocr_max_memory_mib << 20,
+        };
         let upload_dir = s
             .upload_dir
             .clone()
@@ -273,6 +303,8 @@ impl Config {
                 max_in_flight: s.webhook_max_in_flight,
                 per_endpoint: s.webhook_per_endpoint,
             },
+            clamd,
+            ocr,
         })
     }
 }

@@ -22,6 +22,7 @@ pub struct Server {
     /// The roles this process runs: `api` and stage names.
     roles: Vec<String>,
     webhooks: pipeline::webhooks::SenderSettings,
+    uploads: pipeline::uploads::UploadSettings,
 }
 
 /// Every role a process can take, in pipeline order.
@@ -54,6 +55,11 @@ impl Server {
             state: AppState::new(store, keys, config.api.clone(), bus, topics),
             roles: all_roles(),
             webhooks: config.webhooks,
+            uploads: pipeline::uploads::UploadSettings {
+                objects: pipeline::uploads::ObjectStore::local(&config.api.upload_dir),
+                clamd: config.clamd.clone(),
+                ocr: config.ocr,
+            },
         })
     }
 
@@ -89,7 +95,11 @@ impl Server {
             topics: state.topics.clone(),
             batch_size: STAGE_BATCH,
             webhooks: self.webhooks,
+            uploads: self.uploads.clone(),
         };
+        if self.roles.iter().any(|r| r == "scan") && self.uploads.clamd.is_none() {
+            tracing::warn!("CLAIMS_CLAMD_ADDRESS is not set: uploads are checked only by the built-in screen (EICAR and known-bad hashes), not by clamd.");
+        }
         pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the stages: {e}"))?;

@@ -76,3 +76,10 @@ ensure_python_tools() {
   "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0"
   export CLAIMS_PYTHON="$venv/bin/python"
 }
+
+# What uploads are processed with: ClamAV's clamd (the tests start their own, with a
+# signature database they write), Tesseract with English, poppler's PDF tools, and
+# util-linux's prlimit, which bounds each OCR tool's memory.
+ensure_upload_tools() {
+  apt_install clamav-daemon tesseract-ocr tesseract-ocr-eng poppler-utils util-linux
+}

@@ -23,6 +23,7 @@ mod providers;
 mod rate_limits;
 mod rulebooks;
 mod tenant_settings;
+mod upload_processing;
 mod uploads;
 mod users;
 mod webhooks;

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::claims::{claim, ready_tenant};
 use crate::pipeline::events;
+use crate::support::clamd::EICAR;
 use crate::support::{Backend, Reply, Session, TestApp};
 
 crate::both_backends!(
@@ -16,9 +17,6 @@ crate::both_backends!(
     a_file_over_the_tenants_limit_is_413_and_nothing_is_kept,
     bad_requests_are_refused_and_tenants_are_isolated,
 );
-
-/// The EICAR anti-virus test file.
-const EICAR: &[u8] = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*";
 
 /// A multipart body with one file field; answers its content type and bytes.
 pub fn multipart(
@@ -61,7 +59,7 @@ pub async fn upload(
 }
 
 /// A tenant ready for claims, with one claim submitted.
-async fn with_claim(app: &TestApp, tenant: &str, claim_id: &str) -> Session {
+pub async fn with_claim(app: &TestApp, tenant: &str, claim_id: &str) -> Session {
     let s = ready_tenant(app, tenant).await;
     let r = app
         .call(
@@ -126,7 +124,8 @@ async fn a_document_is_stored_and_queued_for_scanning(b: Backend) {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["filename"], "bill.pdf", "the path is dropped");
     assert_eq!(r.body["sha256"], sha);
-    assert_eq!(r.body["scan"]["verdict"], "pending");
+    // The stages may have begun on it already.
+    assert_ne!(r.body["scan"]["verdict"], "infected");
     let listed = app.get("/claims/CLM-1/uploads", &s.access).await;
     assert_eq!(listed.body["data"].as_array().unwrap().len(), 1);
     assert_eq!(listed.body["data"][0]["upload_id"], id.as_str());

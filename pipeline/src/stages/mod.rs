@@ -7,13 +7,16 @@
 //! `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided` (+ domain
 //! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
 //! review task); `claims.workflow` (officers' decisions) → workflow → `claims.decided`
-//! (+ events); `claims.events` → webhooks (deliveries queued for the sender).
+//! (+ events); `claims.events` → webhooks (deliveries queued for the sender);
+//! `uploads.received` → scan (`clamd`) → `uploads.scanned` → ocr (+ `upload.*` events).
 
 pub mod decide;
 pub mod fraud;
+pub mod ocr;
 pub mod record;
 pub mod rules;
 pub mod runner;
+pub mod scan;
 pub mod snapshot;
 pub mod validate;
 pub mod webhooks;
@@ -33,8 +36,8 @@ use crate::topics::Topics;
 
 /// The stages, by the names `claims serve --stages` takes. `webhooks` is the
 /// dispatcher with its sender.
-pub const NAMES: [&str; 7] = [
-    "validate", "rules", "fraud", "decide", "snapshot", "workflow", "webhooks",
+pub const NAMES: [&str; 9] = [
+    "validate", "rules", "fraud", "decide", "snapshot", "workflow", "webhooks", "scan", "ocr",
 ];
 
 /// What the stages share.
@@ -47,6 +50,7 @@ pub struct Deps {
     /// Records per batch.
     pub batch_size: usize,
     pub webhooks: crate::webhooks::SenderSettings,
+    pub uploads: crate::uploads::UploadSettings,
 }
 
 /// Starts the named stages on `tasks`; they stop when `shutdown` turns true.
@@ -104,6 +108,16 @@ pub async fn spawn(
                     queued
                 })
             }
+            "scan" => go!(scan::Scan {
+                topics: t,
+                store: deps.store.clone(),
+                settings: deps.uploads.clone()
+            }),
+            "ocr" => go!(ocr::Ocr {
+                topics: t,
+                store: deps.store.clone(),
+                settings: deps.uploads.clone()
+            }),
             _ => continue,
         }
         tracing::info!(stage = %name, "Stage started.");

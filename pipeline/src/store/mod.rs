@@ -39,7 +39,7 @@ pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
 pub use tasks::{TaskDecision, TaskRefusal};
 pub use tenants::Tenant;
-pub use uploads::{Extraction, NewUpload};
+pub use uploads::{Extraction, NewUpload, UploadChange};
 pub use users::{User, UserChange, UserUpsert};
 pub use webhooks::{
     AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Subscription, WebhookFields,

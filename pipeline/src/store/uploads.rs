@@ -171,3 +171,70 @@ impl Store {
         .collect()
     }
 }
+
+/// A change of an upload's state; `None` leaves a field as it is.
+#[derive(Debug, Clone)]
+pub struct UploadChange {
+    pub status: UploadStatus,
+    pub verdict: Option<Verdict>,
+    pub signature: Option<String>,
+    pub extraction: Option<Extraction>,
+    pub failure: Option<FailureView>,
+    pub at_ms: i64,
+}
+
+impl Store {
+    /// Applies `change` if the upload is in one of the states `from`; answers whether it
+    /// was. The guard makes a stage's retry after a crash change nothing twice.
+    pub async fn change_upload(
+        &self,
+        tenant_id: &str,
+        upload_id: &str,
+        from: &[UploadStatus],
+        change: UploadChange,
+    ) -> Result<bool, StoreError> {
+        let from: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        let ocr = change
+            .extraction
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let done = sqlx::query(&format!(
+            "UPDATE uploads SET status = $1, scan_verdict = COALESCE($2, scan_verdict), \
+             scan_signature = COALESCE($3, scan_signature), ocr = COALESCE($4, ocr), \
+             failure_code = COALESCE($5, failure_code), failure_message = COALESCE($6, failure_message), \
+             updated_at = $7 WHERE tenant_id = $8 AND upload_id = $9 AND status IN ({})",
+            from.join(", ")
+        ))
+        .bind(change.status.as_str())
+        .bind(change.verdict.map(|v| v.as_str().to_owned()))
+        .bind(change.signature)
+        .bind(ocr)
+        .bind(change.failure.as_ref().map(|f| f.code.clone()))
+        .bind(change.failure.as_ref().map(|f| f.message.clone()))
+        .bind(change.at_ms)
+        .bind(tenant_id)
+        .bind(upload_id)
+        .execute(self.writer())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The whole extraction of an upload, for the stages (the view shows a summary).
+    pub async fn upload_extraction(
+        &self,
+        tenant_id: &str,
+        upload_id: &str,
+    ) -> Result<Option<Extraction>, StoreError> {
+        let json: Option<Option<String>> =
+            sqlx::query_scalar("SELECT ocr FROM uploads WHERE tenant_id = $1 AND upload_id = $2")
+                .bind(tenant_id)
+                .bind(upload_id)
+                .fetch_optional(self.reader())
+                .await?;
+        json.flatten()
+            .map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Config(e.to_string())))
+            .transpose()
+    }
+}

@@ -4,6 +4,8 @@
 
 pub mod intake;
 pub mod objects;
+pub mod ocr;
+pub mod scan;
 pub mod screen;
 
 pub use objects::ObjectStore;
@@ -58,4 +60,50 @@ impl FailureReason {
             FailureReason::ProcessingError => "UPLOAD_PROCESSING_ERROR",
         }
     }
+}
+
+/// What the scan and OCR stages need to know.
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    pub objects: ObjectStore,
+    /// `None`: no `clamd`; the screen on receipt is then the only scan (the service logs
+    /// a warning at start).
+    pub clamd: Option<scan::ClamdAddress>,
+    pub ocr: ocr::OcrLimits,
+}
+
+/// `upload.completed` (contract: Events).
+pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &str) -> DomainEvent {
+    DomainEvent {
+        id: derived_id("evt", tenant_id, &u.upload_id, "upload.completed"),
+        event: "upload.completed".into(),
+        tenant_id: tenant_id.into(),
+        timestamp: u.updated_at.clone(),
+        data: serde_json::json!({
+            "upload_id": u.upload_id,
+            "claim_id": u.claim_id,
+            "status": u.status,
+            "content_type": u.content_type,
+            "size_bytes": u.size_bytes,
+            "sha256": u.sha256,
+            "pages": u.ocr.as_ref().map(|o| o.pages).unwrap_or(0),
+        }),
+    }
+}
+
+/// `upload.failed` for an upload whose row says it failed.
+pub fn failed_event_of(u: &schemas::upload::UploadView, tenant_id: &str) -> DomainEvent {
+    let reason = match u.failure.as_ref().map(|f| f.code.as_str()) {
+        Some("virus_detected") => FailureReason::VirusDetected,
+        _ => FailureReason::ProcessingError,
+    };
+    let message = u.failure.as_ref().map(|f| f.message.as_str()).unwrap_or("");
+    failed_event(
+        tenant_id,
+        &u.upload_id,
+        &u.claim_id,
+        reason,
+        message,
+        u.updated_at.clone(),
+    )
 }

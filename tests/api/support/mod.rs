@@ -3,6 +3,8 @@
 #![allow(dead_code, clippy::unwrap_used)] // not every test binary uses every helper
 
 pub mod backend;
+pub mod clamd;
+pub mod documents;
 pub mod jwt;
 
 use std::net::SocketAddr;

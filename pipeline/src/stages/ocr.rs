@@ -1,0 +1,111 @@
+//! The OCR stage: each clean upload's text is read (see `uploads::ocr`), kept with the
+//! amounts and dates found in it, and the upload completes with `upload.completed`; a
+//! document that cannot be read, or breaks a limit, fails with `processing_error`.
+//! As in the scan stage, outputs follow from the row, so a retried batch repeats them.
+
+use schemas::upload::{FailureView, UploadReceived, UploadStatus, Verdict};
+
+use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::bus::{Record, TopicSpec};
+use crate::clock::now_ms;
+use crate::intake::claim_key;
+use crate::store::{Store, UploadChange};
+use crate::topics::Topics;
+use crate::uploads::ocr::extract;
+use crate::uploads::{completed_event, failed_event_of, FailureReason, UploadSettings};
+
+#[derive(Debug)]
+pub struct Ocr {
+    pub topics: Topics,
+    pub store: Store,
+    pub settings: UploadSettings,
+}
+
+impl Stage for Ocr {
+    fn name(&self) -> &'static str {
+        "ocr"
+    }
+
+    fn input(&self) -> TopicSpec {
+        self.topics.uploads_scanned.clone()
+    }
+
+    async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let mut out = Vec::new();
+        let commands: Vec<UploadReceived> = batch
+            .iter()
+            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
+            .collect();
+        for c in commands {
+            let (tenant, id) = (c.tenant_id.as_str(), c.upload_id.as_str());
+            let Some(u) = self.store.upload(tenant, id).await? else {
+                continue;
+            };
+            if u.status == UploadStatus::Extracting {
+                self.read(&c).await?;
+            }
+            let Some(u) = self.store.upload(tenant, id).await? else {
+                continue;
+            };
+            let event = match (u.status, u.scan.verdict) {
+                (UploadStatus::Completed, _) => completed_event(&u, tenant),
+                // Failed here, after a clean scan; the scan stage announces its own.
+                (UploadStatus::Failed, Verdict::Clean) => failed_event_of(&u, tenant),
+                _ => continue,
+            };
+            out.push(encode(
+                &self.topics.events,
+                claim_key(tenant, &c.claim_id),
+                &event,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Ocr {
+    async fn read(&self, c: &UploadReceived) -> Result<(), StageError> {
+        let path = self
+            .settings
+            .objects
+            .path(&c.object_key)
+            .map_err(|e| StageError::Transient(e.to_string()))?;
+        let started = std::time::Instant::now();
+        let change = match extract(&path, &self.settings.ocr).await {
+            Ok(extraction) => {
+                tracing::debug!(upload_id = %c.upload_id, pages = extraction.pages, elapsed = ?started.elapsed(), "Upload read.");
+                UploadChange {
+                    status: UploadStatus::Completed,
+                    verdict: None,
+                    signature: None,
+                    extraction: Some(extraction),
+                    failure: None,
+                    at_ms: now_ms(),
+                }
+            }
+            Err(reason) => {
+                tracing::info!(upload_id = %c.upload_id, %reason, "An upload could not be read.");
+                UploadChange {
+                    status: UploadStatus::Failed,
+                    verdict: None,
+                    signature: None,
+                    extraction: None,
+                    failure: Some(FailureView {
+                        code: FailureReason::ProcessingError.as_str().into(),
+                        message: reason,
+                    }),
+                    at_ms: now_ms(),
+                }
+            }
+        };
+        self.store
+            .change_upload(
+                &c.tenant_id,
+                &c.upload_id,
+                &[UploadStatus::Extracting],
+                change,
+            )
+            .await?;
+        Ok(())
+    }
+}
