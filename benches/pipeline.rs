@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
+use support::{free_port, peak_rss_mib, wait_ready};
+
+mod support;
 
 const BATCH: usize = 1000;
 const BATCH_CONCURRENCY: usize = 4;
@@ -23,52 +26,11 @@ fn claim(i: usize) -> Value {
     })
 }
 
-fn peak_rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(str::to_owned)
-        })
-        .and_then(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// A free local port for a service process.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until the service at `base` answers ready.
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client
-        .get(format!("{base}/health/ready"))
-        .send()
-        .await
-        .map(|r| !r.status().is_success())
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "the service did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Submits claims `ids` one request each, `SINGLE_CONCURRENCY` at once, with an

@@ -33,7 +33,7 @@ use crate::state::AppState;
 /// The most claims one batch may carry.
 pub const MAX_BATCH: usize = 10_000;
 
-fn claim_not_found() -> ApiError {
+pub(crate) fn claim_not_found() -> ApiError {
     ApiError::Refused {
         status: StatusCode::NOT_FOUND,
         code: "CLAIM_NOT_FOUND",

@@ -25,6 +25,7 @@ use tokio::io::AsyncWriteExt;
 use crate::auth::principal::scope::{ClaimsRead, UploadsWrite};
 use crate::auth::Authorized;
 use crate::http::error::ApiError;
+use crate::routes::claims::claim_not_found;
 use crate::state::AppState;
 
 /// The longest file name kept; longer ones are cut.
@@ -41,12 +42,11 @@ fn upload_not_found() -> ApiError {
     }
 }
 
-fn claim_not_found() -> ApiError {
-    ApiError::Refused {
-        status: StatusCode::NOT_FOUND,
-        code: "CLAIM_NOT_FOUND",
-        message: "no claim with this claim_id exists for the tenant".into(),
-        field: None,
+/// 404 `CLAIM_NOT_FOUND` unless the tenant has this claim.
+async fn claim_exists(state: &AppState, tenant_id: &str, claim_id: &str) -> Result<(), ApiError> {
+    match state.store.claim(tenant_id, claim_id).await? {
+        Some(_) => Ok(()),
+        None => Err(claim_not_found()),
     }
 }
 
@@ -79,14 +79,7 @@ pub async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    if state
-        .store
-        .claim(&who.tenant_id, &claim_id)
-        .await?
-        .is_none()
-    {
-        return Err(claim_not_found());
-    }
+    claim_exists(&state, &who.tenant_id, &claim_id).await?;
     let boundary = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -300,14 +293,7 @@ pub async fn list_uploads(
     who: Authorized<ClaimsRead>,
     Path(claim_id): Path<String>,
 ) -> Result<Json<Page<UploadView>>, ApiError> {
-    if state
-        .store
-        .claim(&who.tenant_id, &claim_id)
-        .await?
-        .is_none()
-    {
-        return Err(claim_not_found());
-    }
+    claim_exists(&state, &who.tenant_id, &claim_id).await?;
     Ok(Json(Page {
         data: state
             .store

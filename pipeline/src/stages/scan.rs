@@ -130,21 +130,9 @@ impl Scan {
                 return Ok(());
             }
             ScanAnswer::Infected { signature } => {
-                let failure = FailureView {
-                    code: FailureReason::VirusDetected.as_str().into(),
-                    message: format!("clamd found {signature}"),
-                };
-                self.store
-                    .change_upload(
-                        tenant,
-                        id,
-                        &from,
-                        UploadChange {
-                            signature: Some(signature),
-                            failure: Some(failure),
-                            ..change(UploadStatus::Failed, Some(Verdict::Infected))
-                        },
-                    )
+                let message = format!("clamd found {signature}");
+                let infected = (Verdict::Infected, Some(signature));
+                self.fail(c, FailureReason::VirusDetected, message, infected)
                     .await?;
                 // An infected file is not kept.
                 if let Err(e) = self.settings.objects.delete(&c.object_key).await {
@@ -152,20 +140,9 @@ impl Scan {
                 }
             }
             ScanAnswer::Unscannable { reason } => {
-                let failure = FailureView {
-                    code: FailureReason::ProcessingError.as_str().into(),
-                    message: format!("the virus scanner could not scan it: {reason}"),
-                };
-                self.store
-                    .change_upload(
-                        tenant,
-                        id,
-                        &from,
-                        UploadChange {
-                            failure: Some(failure),
-                            ..change(UploadStatus::Failed, None)
-                        },
-                    )
+                let message = format!("the virus scanner could not scan it: {reason}");
+                let unknown = (Verdict::Pending, None);
+                self.fail(c, FailureReason::ProcessingError, message, unknown)
                     .await?;
             }
         }
@@ -176,6 +153,34 @@ impl Scan {
                 &failed_event_of(&u, tenant),
             ));
         }
+        Ok(())
+    }
+}
+
+impl Scan {
+    /// Marks a scanned upload failed, with the scan's verdict and signature.
+    async fn fail(
+        &self,
+        c: &UploadReceived,
+        reason: FailureReason,
+        message: String,
+        (verdict, signature): (Verdict, Option<String>),
+    ) -> Result<(), StageError> {
+        let change = UploadChange {
+            status: UploadStatus::Failed,
+            verdict: Some(verdict),
+            signature,
+            extraction: None,
+            failure: Some(FailureView {
+                code: reason.as_str().into(),
+                message,
+            }),
+            at_ms: now_ms(),
+        };
+        let from = [UploadStatus::Pending, UploadStatus::Scanning];
+        self.store
+            .change_upload(&c.tenant_id, &c.upload_id, &from, change)
+            .await?;
         Ok(())
     }
 }
