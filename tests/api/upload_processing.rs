@@ -10,12 +10,13 @@ use serde_json::Value;
 
 use crate::pipeline::events;
 use crate::support::clamd::Clamd;
-use crate::support::documents::{pdf, png_of};
+use crate::support::documents::{pdf, png_of, scanned_pdf_of};
 use crate::support::{Backend, Session, TestApp};
 use crate::uploads::{upload, with_claim};
 
 crate::both_backends!(
     a_pdf_and_a_scanned_png_complete_with_their_text,
+    a_scanned_pdf_without_a_text_layer_is_read_by_ocr,
     a_file_only_clamd_knows_fails_after_acceptance,
     uploads_wait_while_clamd_is_down_and_complete_when_it_returns,
     a_malformed_or_overlong_pdf_fails_with_processing_error,
@@ -102,6 +103,28 @@ async fn a_pdf_and_a_scanned_png_complete_with_their_text(b: Backend) {
         assert_eq!(data["sha256"], u["sha256"]);
         assert_eq!(data["claim_id"], "CLM-1");
     }
+}
+
+async fn a_scanned_pdf_without_a_text_layer_is_read_by_ocr(b: Backend) {
+    let clamd = Clamd::start(&[]);
+    let app = spawn_with_clamd(b, &clamd).await;
+    let s = with_claim(&app, "acme", "CLM-1").await;
+    let scan = scanned_pdf_of(&pdf(&[&["RECEIPT 2026-10-05", "Amount paid 87.50"]]));
+
+    let id = accepted(&app, &s, "scan.pdf", "application/pdf", &scan).await;
+    let u = finished(&app, &s, &id).await;
+    assert_eq!(u["status"], "completed", "{u}");
+    assert_eq!(u["ocr"]["pages"], 1);
+    let excerpt = u["ocr"]["excerpt"].as_str().unwrap();
+    assert!(excerpt.contains("RECEIPT 2026-10-05"), "{excerpt}");
+    let found = app
+        .store
+        .upload_extraction("acme", &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.amounts, [8_750]);
+    assert_eq!(found.dates, ["2026-10-05"]);
 }
 
 async fn a_file_only_clamd_knows_fails_after_acceptance(b: Backend) {
