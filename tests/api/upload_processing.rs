@@ -19,6 +19,7 @@ crate::both_backends!(
     a_scanned_pdf_without_a_text_layer_is_read_by_ocr,
     a_file_only_clamd_knows_fails_after_acceptance,
     uploads_wait_while_clamd_is_down_and_complete_when_it_returns,
+    an_upload_whose_file_vanished_fails_instead_of_blocking_the_stage,
     a_malformed_or_overlong_pdf_fails_with_processing_error,
 );
 
@@ -58,7 +59,20 @@ async fn accepted(app: &TestApp, s: &Session, name: &str, ct: &str, data: &[u8])
     r.body["upload_id"].as_str().unwrap().to_owned()
 }
 
-/// The events of kind `kind` about upload `id`.
+/// The events of kind `kind` about upload `id`, once there are any: a stage changes the
+/// upload's row before its batch's events are published.
+async fn announced(app: &TestApp, kind: &str, id: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = upload_events(app, kind, id).await;
+        if !found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The events of kind `kind` about upload `id`, now.
 async fn upload_events(app: &TestApp, kind: &str, id: &str) -> Vec<Value> {
     events(app, "acme", "CLM-1")
         .await
@@ -95,9 +109,9 @@ async fn a_pdf_and_a_scanned_png_complete_with_their_text(b: Backend) {
         assert_eq!(found.amounts, [123_456]);
         assert_eq!(found.dates, ["2026-11-01"]);
 
-        let announced = upload_events(&app, "upload.completed", id).await;
-        assert_eq!(announced.len(), 1);
-        let data = &announced[0]["data"];
+        let said = announced(&app, "upload.completed", id).await;
+        assert_eq!(said.len(), 1);
+        let data = &said[0]["data"];
         assert_eq!(data["status"], "completed");
         assert_eq!(data["pages"], 1);
         assert_eq!(data["sha256"], u["sha256"]);
@@ -147,10 +161,10 @@ async fn a_file_only_clamd_knows_fails_after_acceptance(b: Backend) {
     assert_eq!(u["failure"]["code"], "virus_detected");
     assert!(u.get("ocr").is_none(), "an infected file is not read: {u}");
 
-    let announced = upload_events(&app, "upload.failed", &id).await;
-    assert_eq!(announced.len(), 1);
-    assert_eq!(announced[0]["data"]["reason"], "virus_detected");
-    assert_eq!(announced[0]["data"]["error_code"], "UPLOAD_VIRUS_DETECTED");
+    let said = announced(&app, "upload.failed", &id).await;
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0]["data"]["reason"], "virus_detected");
+    assert_eq!(said[0]["data"]["error_code"], "UPLOAD_VIRUS_DETECTED");
     // The infected file is gone from the object store.
     let key = app.config.api.upload_dir.join("acme").join(&id);
     assert!(!key.exists(), "{} is still stored", key.display());
@@ -203,7 +217,41 @@ async fn uploads_wait_while_clamd_is_down_and_complete_when_it_returns(b: Backen
         .unwrap();
     assert_eq!(found.amounts, [4_000]);
     assert_eq!(found.dates, ["2025-12-31"]);
-    assert_eq!(upload_events(&app, "upload.completed", &id).await.len(), 1);
+    assert_eq!(announced(&app, "upload.completed", &id).await.len(), 1);
+}
+
+async fn an_upload_whose_file_vanished_fails_instead_of_blocking_the_stage(b: Backend) {
+    let mut clamd = Clamd::start(&[]);
+    clamd.stop();
+    let app = spawn_with_clamd(b, &clamd).await;
+    let s = with_claim(&app, "acme", "CLM-1").await;
+    let id = accepted(&app, &s, "note.txt", "text/plain", b"a note").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.get(&format!("/uploads/{id}"), &s.access).await.body["status"] != "scanning" {
+        assert!(
+            Instant::now() < deadline,
+            "the upload never reached scanning"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Removed from the object store behind the service's back while clamd is away.
+    std::fs::remove_file(app.config.api.upload_dir.join("acme").join(&id)).unwrap();
+
+    let u = finished(&app, &s, &id).await;
+    assert_eq!(u["status"], "failed", "{u}");
+    assert_eq!(u["failure"]["code"], "processing_error");
+    assert!(
+        u["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing"),
+        "{u}"
+    );
+    assert_eq!(announced(&app, "upload.failed", &id).await.len(), 1);
+    // The stage goes on with the next upload once clamd is back.
+    clamd.resume();
+    let next = accepted(&app, &s, "next.txt", "text/plain", b"next").await;
+    assert_eq!(finished(&app, &s, &next).await["status"], "completed");
 }
 
 async fn a_malformed_or_overlong_pdf_fails_with_processing_error(b: Backend) {
@@ -229,8 +277,8 @@ async fn a_malformed_or_overlong_pdf_fails_with_processing_error(b: Backend) {
         assert_eq!(u["failure"]["code"], "processing_error");
         let message = u["failure"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{message}");
-        let announced = upload_events(&app, "upload.failed", id).await;
-        assert_eq!(announced.len(), 1);
-        assert_eq!(announced[0]["data"]["reason"], "processing_error");
+        let said = announced(&app, "upload.failed", id).await;
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0]["data"]["reason"], "processing_error");
     }
 }

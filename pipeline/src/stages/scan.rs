@@ -107,6 +107,23 @@ impl Scan {
             .objects
             .path(&c.object_key)
             .map_err(|e| StageError::Transient(e.to_string()))?;
+        if !tokio::fs::try_exists(&path).await.unwrap_or(true) {
+            // Gone from the object store (removed by hand?): retrying cannot help, and
+            // the partition must not wait on it for ever.
+            let message = "the stored file is missing".to_owned();
+            let unknown = (Verdict::Pending, None);
+            self.fail(c, FailureReason::ProcessingError, message, unknown)
+                .await?;
+            if let Some(u) = self.store.upload(tenant, id).await? {
+                let key = claim_key(tenant, &c.claim_id);
+                out.push(encode(
+                    &self.topics.events,
+                    key,
+                    &failed_event_of(&u, tenant),
+                ));
+            }
+            return Ok(());
+        }
         let answer = match &self.settings.clamd {
             Some(clamd) => scan_file(clamd, &path).await.map_err(|e| {
                 StageError::Transient(format!("clamd cannot scan upload {id}: {e}"))
