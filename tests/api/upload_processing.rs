@@ -26,13 +26,17 @@ crate::both_backends!(
 /// Content that only the test `clamd`'s own signature calls malware.
 const CUSTOM_MALWARE: &[u8] = b"claims-service test file: harmless, but clamd is told otherwise";
 
-async fn spawn_with_clamd(b: Backend, clamd: &Clamd) -> TestApp {
+/// A service using this `clamd`, reading at most 2 pages a document, with a tenant
+/// `acme` ready and its claim `CLM-1` submitted.
+async fn service(b: Backend, clamd: &Clamd) -> (TestApp, Session) {
     let address = clamd.address.clone();
-    TestApp::spawn_with(b, move |s| {
+    let app = TestApp::spawn_with(b, move |s| {
         s.clamd_address = Some(address);
         s.ocr_max_pages = 2;
     })
-    .await
+    .await;
+    let s = with_claim(&app, "acme", "CLM-1").await;
+    (app, s)
 }
 
 /// Polls the upload until it is `completed` or `failed`.
@@ -83,8 +87,7 @@ async fn upload_events(app: &TestApp, kind: &str, id: &str) -> Vec<Value> {
 
 async fn a_pdf_and_a_scanned_png_complete_with_their_text(b: Backend) {
     let clamd = Clamd::start(&[]);
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
     let bill = pdf(&[&["INVOICE 2026-11-01", "Total due $1,234.56"]]);
 
     let from_pdf = accepted(&app, &s, "bill.pdf", "application/pdf", &bill).await;
@@ -121,8 +124,7 @@ async fn a_pdf_and_a_scanned_png_complete_with_their_text(b: Backend) {
 
 async fn a_scanned_pdf_without_a_text_layer_is_read_by_ocr(b: Backend) {
     let clamd = Clamd::start(&[]);
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
     let scan = scanned_pdf_of(&pdf(&[&["RECEIPT 2026-10-05", "Amount paid 87.50"]]));
 
     let id = accepted(&app, &s, "scan.pdf", "application/pdf", &scan).await;
@@ -143,8 +145,7 @@ async fn a_scanned_pdf_without_a_text_layer_is_read_by_ocr(b: Backend) {
 
 async fn a_file_only_clamd_knows_fails_after_acceptance(b: Backend) {
     let clamd = Clamd::start(&[("Claims-Test-Malware", CUSTOM_MALWARE)]);
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
 
     // The screen on receipt does not know it: accepted, then refused by clamd.
     let id = accepted(&app, &s, "note.txt", "text/plain", CUSTOM_MALWARE).await;
@@ -173,8 +174,7 @@ async fn a_file_only_clamd_knows_fails_after_acceptance(b: Backend) {
 async fn uploads_wait_while_clamd_is_down_and_complete_when_it_returns(b: Backend) {
     let mut clamd = Clamd::start(&[]);
     clamd.stop();
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
 
     let id = accepted(
         &app,
@@ -223,8 +223,7 @@ async fn uploads_wait_while_clamd_is_down_and_complete_when_it_returns(b: Backen
 async fn an_upload_whose_file_vanished_fails_instead_of_blocking_the_stage(b: Backend) {
     let mut clamd = Clamd::start(&[]);
     clamd.stop();
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
     let id = accepted(&app, &s, "note.txt", "text/plain", b"a note").await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while app.get(&format!("/uploads/{id}"), &s.access).await.body["status"] != "scanning" {
@@ -256,8 +255,7 @@ async fn an_upload_whose_file_vanished_fails_instead_of_blocking_the_stage(b: Ba
 
 async fn a_malformed_or_overlong_pdf_fails_with_processing_error(b: Backend) {
     let clamd = Clamd::start(&[]);
-    let app = spawn_with_clamd(b, &clamd).await;
-    let s = with_claim(&app, "acme", "CLM-1").await;
+    let (app, s) = service(b, &clamd).await;
 
     let broken = accepted(
         &app,
