@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use support::{free_port, peak_rss_mib, wait_ready};
+use support::{create_bench_user, free_port, login, peak_rss_mib, wait_ready};
 
 mod support;
 
@@ -94,37 +94,11 @@ async fn main() {
     if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
         envs.push(("CLAIMS_DATABASE_URL".into(), url));
     }
-    let run = |args: &[&str]| {
-        Command::new(bin)
-            .args(args)
-            .envs(envs.iter().cloned())
-            .output()
-            .unwrap()
-    };
-    assert!(run(&[
-        "admin",
-        "create-tenant",
-        "--tenant-id",
-        "bench",
-        "--name",
-        "Bench"
-    ])
-    .status
-    .success());
-    assert!(run(&[
-        "admin",
-        "create-user",
-        "--tenant-id",
-        "bench",
-        "--email",
-        "bench@bench.example",
-        "--password",
-        "bench-password",
-        "--scopes",
-        "claims:write claims:read providers:write rulebooks:write tenant:configure"
-    ])
-    .status
-    .success());
+    create_bench_user(
+        bin,
+        &envs,
+        "claims:write claims:read providers:write rulebooks:write tenant:configure",
+    );
     // Webhooks are delivered by a later process of their own, so that their rate is
     // measured apart from the pipeline's.
     let mut child: Child = Command::new(bin)
@@ -145,16 +119,7 @@ async fn main() {
         .build()
         .unwrap();
     wait_ready(&client, &base).await;
-    let login: Value = client
-        .post(format!("{base}/auth/login"))
-        .json(&json!({"email": "bench@bench.example", "password": "bench-password"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = login["access_token"].as_str().unwrap().to_owned();
+    let token = login(&client, &base).await;
     let post = |path: String, body: Value| {
         let (client, token) = (client.clone(), token.clone());
         async move {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{free_port, rss_mib, wait_ready};
+use support::{create_bench_user, free_port, login, rss_mib, wait_ready};
 
 mod support;
 
@@ -24,47 +24,22 @@ async fn main() {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = env!("CARGO_BIN_EXE_claims");
-    let envs = [
+    let envs: Vec<(String, String)> = [
         ("CLAIMS_DATA_DIR", temp.path().display().to_string()),
         ("CLAIMS_HTTP_ADDR", format!("127.0.0.1:{port}")),
         ("CLAIMS_COOKIE_SECURE", "false".into()),
         ("RUST_LOG", "warn".into()),
-    ];
-    let admin = |args: &[&str]| {
-        let out = Command::new(bin)
-            .args(args)
-            .envs(envs.clone())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    admin(&[
-        "admin",
-        "create-tenant",
-        "--tenant-id",
-        "bench",
-        "--name",
-        "Bench",
-    ]);
-    admin(&[
-        "admin",
-        "create-user",
-        "--tenant-id",
-        "bench",
-        "--email",
-        "bench@bench.example",
-        "--password",
-        "bench-password",
-        "--scopes",
+    ]
+    .map(|(k, v)| (k.to_owned(), v))
+    .into();
+    create_bench_user(
+        bin,
+        &envs,
         "claims:write claims:read providers:write rulebooks:write tenant:configure uploads:write",
-    ]);
+    );
     let mut child = Command::new(bin)
         .args(["serve"])
-        .envs(envs.clone())
+        .envs(envs.iter().cloned())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -75,18 +50,7 @@ async fn main() {
         .build()
         .unwrap();
     wait_ready(&client, &base).await;
-    let token = client
-        .post(format!("{base}/auth/login"))
-        .json(&json!({"email": "bench@bench.example", "password": "bench-password"}))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["access_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token = login(&client, &base).await;
     let post = |path: &str, body: Value| {
         client
             .post(format!("{base}{path}"))

@@ -1,7 +1,10 @@
 //! What the benchmarks share: ports, readiness and memory of a service process.
 #![allow(dead_code, clippy::unwrap_used)] // each benchmark uses part of it
 
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 
 /// Peak resident memory of process `pid` so far (VmHWM), MiB.
 pub fn peak_rss_mib(pid: u32) -> f64 {
@@ -47,4 +50,55 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
         assert!(Instant::now() < deadline, "the service did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Creates the tenant `bench` and its user `bench@bench.example` with these scopes,
+/// through `claims admin` on the service's store.
+pub fn create_bench_user(bin: &str, envs: &[(String, String)], scopes: &str) {
+    let admin = |args: &[&str]| {
+        let out = Command::new(bin)
+            .args(args)
+            .envs(envs.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    admin(&[
+        "admin",
+        "create-tenant",
+        "--tenant-id",
+        "bench",
+        "--name",
+        "Bench",
+    ]);
+    admin(&[
+        "admin",
+        "create-user",
+        "--tenant-id",
+        "bench",
+        "--email",
+        "bench@bench.example",
+        "--password",
+        "bench-password",
+        "--scopes",
+        scopes,
+    ]);
+}
+
+/// Logs the bench user in; answers its access token.
+pub async fn login(client: &reqwest::Client, base: &str) -> String {
+    let body: Value = client
+        .post(format!("{base}/auth/login"))
+        .json(&json!({"email": "bench@bench.example", "password": "bench-password"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["access_token"].as_str().unwrap().to_owned()
 }

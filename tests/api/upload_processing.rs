@@ -39,6 +39,12 @@ async fn service(b: Backend, clamd: &Clamd) -> (TestApp, Session) {
     (app, s)
 }
 
+/// What OCR kept of upload `id`, amounts and dates included.
+async fn extraction(app: &TestApp, id: &str) -> pipeline::store::Extraction {
+    let found = app.store.upload_extraction("acme", id).await.unwrap();
+    found.expect("the upload has an extraction")
+}
+
 /// Polls the upload until it is `completed` or `failed`.
 async fn finished(app: &TestApp, s: &Session, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -103,12 +109,7 @@ async fn a_pdf_and_a_scanned_png_complete_with_their_text(b: Backend) {
         assert!(u["ocr"]["text_chars"].as_i64().unwrap() >= 30);
 
         // Amounts and dates are kept for the fraud stage.
-        let found = app
-            .store
-            .upload_extraction("acme", id)
-            .await
-            .unwrap()
-            .unwrap();
+        let found = extraction(&app, id).await;
         assert_eq!(found.amounts, [123_456]);
         assert_eq!(found.dates, ["2026-11-01"]);
 
@@ -133,12 +134,7 @@ async fn a_scanned_pdf_without_a_text_layer_is_read_by_ocr(b: Backend) {
     assert_eq!(u["ocr"]["pages"], 1);
     let excerpt = u["ocr"]["excerpt"].as_str().unwrap();
     assert!(excerpt.contains("RECEIPT 2026-10-05"), "{excerpt}");
-    let found = app
-        .store
-        .upload_extraction("acme", &id)
-        .await
-        .unwrap()
-        .unwrap();
+    let found = extraction(&app, &id).await;
     assert_eq!(found.amounts, [8_750]);
     assert_eq!(found.dates, ["2026-10-05"]);
 }
@@ -209,12 +205,7 @@ async fn uploads_wait_while_clamd_is_down_and_complete_when_it_returns(b: Backen
     let u = finished(&app, &s, &id).await;
     assert_eq!(u["status"], "completed", "{u}");
     assert_eq!(u["scan"]["verdict"], "clean");
-    let found = app
-        .store
-        .upload_extraction("acme", &id)
-        .await
-        .unwrap()
-        .unwrap();
+    let found = extraction(&app, &id).await;
     assert_eq!(found.amounts, [4_000]);
     assert_eq!(found.dates, ["2025-12-31"]);
     assert_eq!(announced(&app, "upload.completed", &id).await.len(), 1);

@@ -197,12 +197,12 @@ async fn receive(
     );
     let mut multipart =
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
-    let too_large = || ApiError::PayloadTooLarge {
-        limit: usize::try_from(limit).unwrap_or(usize::MAX),
-    };
+    // The limits are multer's: it stops reading the body once the file passes them.
     let malformed = |e: multer::Error| match e {
         multer::Error::FieldSizeExceeded { .. } | multer::Error::StreamSizeExceeded { .. } => {
-            too_large()
+            ApiError::PayloadTooLarge {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            }
         }
         other => ApiError::bad_request(format!("malformed multipart body: {other}")),
     };
@@ -223,9 +223,6 @@ async fn receive(
         let copied: Result<(), ApiError> = async {
             while let Some(chunk) = field.chunk().await.map_err(malformed)? {
                 screen.feed(&chunk);
-                if screen.size() > limit {
-                    return Err(too_large());
-                }
                 staged
                     .file
                     .write_all(&chunk)

@@ -3,8 +3,9 @@
 //! document that cannot be read, or breaks a limit, fails with `processing_error`.
 //! As in the scan stage, outputs follow from the row, so a retried batch repeats them.
 
-use schemas::upload::{FailureView, UploadReceived, UploadStatus, Verdict};
+use schemas::upload::{FailureView, UploadReceived, UploadStatus, UploadView, Verdict};
 
+use super::decide::DomainEvent;
 use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::now_ms;
@@ -47,19 +48,26 @@ impl Stage for Ocr {
             let Some(u) = self.store.upload(tenant, id).await? else {
                 continue;
             };
-            let event = match (u.status, u.scan.verdict) {
-                (UploadStatus::Completed, _) => completed_event(&u, tenant),
-                // Failed here, after a clean scan; the scan stage announces its own.
-                (UploadStatus::Failed, Verdict::Clean) => failed_event_of(&u, tenant),
-                _ => continue,
-            };
-            out.push(encode(
-                &self.topics.events,
-                claim_key(tenant, &c.claim_id),
-                &event,
-            ));
+            if let Some(event) = announcement(&u, tenant) {
+                out.push(encode(
+                    &self.topics.events,
+                    claim_key(tenant, &c.claim_id),
+                    &event,
+                ));
+            }
         }
         Ok(out)
+    }
+}
+
+/// The pure core: the event an upload in this state announces, if the OCR stage is the
+/// one to announce it.
+pub fn announcement(u: &UploadView, tenant_id: &str) -> Option<DomainEvent> {
+    match (u.status, u.scan.verdict) {
+        (UploadStatus::Completed, _) => Some(completed_event(u, tenant_id)),
+        // Failed here, after a clean scan; the scan stage announces its own.
+        (UploadStatus::Failed, Verdict::Clean) => Some(failed_event_of(u, tenant_id)),
+        _ => None,
     }
 }
 
@@ -107,5 +115,54 @@ impl Ocr {
             )
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schemas::upload::{OcrView, ScanView};
+
+    use super::*;
+
+    fn upload(status: UploadStatus, verdict: Verdict) -> UploadView {
+        UploadView {
+            upload_id: "upl_1".into(),
+            claim_id: "CLM-1".into(),
+            status,
+            filename: "a.pdf".into(),
+            content_type: "application/pdf".into(),
+            size_bytes: 10,
+            sha256: "ab".into(),
+            scan: ScanView {
+                verdict,
+                signature: None,
+            },
+            ocr: Some(OcrView {
+                pages: 2,
+                excerpt: String::new(),
+                text_chars: 0,
+            }),
+            failure: (status == UploadStatus::Failed).then(|| FailureView {
+                code: "processing_error".into(),
+                message: "pdfinfo failed".into(),
+            }),
+            created_at: "2026-11-23T10:00:00.000Z".into(),
+            updated_at: "2026-11-23T10:00:01.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn announces_completions_and_its_own_failures_only() {
+        let done = announcement(&upload(UploadStatus::Completed, Verdict::Clean), "acme").unwrap();
+        assert_eq!(done.event, "upload.completed");
+        assert_eq!(done.data["pages"], 2);
+        let failed = announcement(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        assert_eq!(failed.event, "upload.failed");
+        assert_eq!(failed.data["reason"], "processing_error");
+        // The same upload announces under the same id every time.
+        let again = announcement(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        assert_eq!(failed.id, again.id);
+        assert!(announcement(&upload(UploadStatus::Failed, Verdict::Infected), "acme").is_none());
+        assert!(announcement(&upload(UploadStatus::Extracting, Verdict::Clean), "acme").is_none());
     }
 }

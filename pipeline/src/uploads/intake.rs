@@ -18,11 +18,7 @@ pub async fn accept(
     upload: &NewUpload,
     command: &UploadReceived,
 ) -> Result<(), StoreError> {
-    let message = Message {
-        key: claim_key(&upload.tenant_id, &upload.claim_id),
-        value: serde_json::to_vec(command).map_err(|e| StoreError::Config(e.to_string()))?,
-    };
-    write(store, log, topic, upload, message).await
+    write(store, log, topic, upload, command).await
 }
 
 /// Records the refused upload (`failed`) and its `upload.failed` event on `events`.
@@ -33,20 +29,21 @@ pub async fn refuse(
     upload: &NewUpload,
     event: &DomainEvent,
 ) -> Result<(), StoreError> {
-    let message = Message {
-        key: claim_key(&upload.tenant_id, &upload.claim_id),
-        value: serde_json::to_vec(event).map_err(|e| StoreError::Config(e.to_string()))?,
-    };
-    write(store, log, events, upload, message).await
+    write(store, log, events, upload, event).await
 }
 
+/// The row and its record, keyed like the claim's records, in one transaction.
 async fn write(
     store: &Store,
     log: &EmbeddedLog,
     topic: &TopicSpec,
     upload: &NewUpload,
-    message: Message,
+    record: &impl serde::Serialize,
 ) -> Result<(), StoreError> {
+    let message = Message {
+        key: claim_key(&upload.tenant_id, &upload.claim_id),
+        value: serde_json::to_vec(record).map_err(|e| StoreError::Config(e.to_string()))?,
+    };
     let mut tx = store.writer().begin().await?;
     insert_upload_in(&mut tx, upload).await?;
     log.append_in(&mut tx, topic, std::slice::from_ref(&message))

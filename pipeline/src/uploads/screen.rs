@@ -3,6 +3,7 @@
 //! It catches the obvious at once (422 before anything is kept); `clamd` in the scan
 //! stage is the real scan.
 
+use memchr::memmem;
 use sha2::{Digest, Sha256};
 
 /// The EICAR anti-virus test file's content.
@@ -36,17 +37,16 @@ impl Screen {
         if self.eicar {
             return;
         }
+        // A signature split across chunks lies in the kept tail and the chunk's start.
         let keep = EICAR.len() - 1;
-        self.tail.extend_from_slice(chunk);
-        self.eicar = contains(&self.tail, EICAR);
-        if self.tail.len() > keep {
-            self.tail.drain(..self.tail.len() - keep);
-        }
-    }
-
-    /// The bytes fed so far.
-    pub fn size(&self) -> u64 {
-        self.size
+        let mut seam = std::mem::take(&mut self.tail);
+        seam.extend_from_slice(&chunk[..chunk.len().min(keep)]);
+        self.eicar = memmem::find(&seam, EICAR).is_some() || memmem::find(chunk, EICAR).is_some();
+        self.tail = if chunk.len() >= keep {
+            chunk[chunk.len() - keep..].to_vec()
+        } else {
+            seam.split_off(seam.len().saturating_sub(keep))
+        };
     }
 
     /// Ends the check; `known_bad` holds lowercase hex SHA-256 hashes.
@@ -65,15 +65,6 @@ impl Screen {
             signature,
         }
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    let first = needle[0];
-    haystack
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b == first)
-        .any(|(i, _)| haystack[i..].starts_with(needle))
 }
 
 #[cfg(test)]
