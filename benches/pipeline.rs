@@ -88,7 +88,11 @@ async fn main() {
         ("CLAIMS_DATA_DIR".into(), dir.display().to_string()),
         ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
         ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
-        ("RUST_LOG".into(), "warn".into()),
+        // BENCH_RUST_LOG sets the service's log filter, for looking into a run.
+        (
+            "RUST_LOG".into(),
+            std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        ),
         ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
     ];
     if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {

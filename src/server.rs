@@ -114,6 +114,11 @@ impl Server {
                 stop_rx.clone(),
             ));
         }
+        tasks.spawn(pipeline::store::checkpoints(
+            state.store.clone(),
+            CHECKPOINT_EVERY,
+            stop_rx.clone(),
+        ));
         let mut http_stop = stop_rx.clone();
         if self.roles.iter().any(|r| r == "api") {
             tasks.spawn(api::http::idempotency::purge_expired(
@@ -152,6 +157,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
 /// Records a stage takes per batch: large enough to amortise a transaction, small
 /// enough to keep latency low.
 const STAGE_BATCH: usize = 2000;
+/// How often SQLite's write-ahead log is copied into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How often the embedded log is compacted and trimmed.
 const LOG_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long consumed records stay in the embedded log, for inspection.

@@ -76,19 +76,20 @@ pub struct AuditRecord {
 /// `details` as the stored text. JSON escaping keeps the fields apart, so no two
 /// different records share a canonical form.
 pub fn canonical(r: &AuditRecord) -> String {
-    serde_json::json!([
-        r.tenant_id,
+    // A tuple serialises as that array without copying the fields into a `Value` first.
+    serde_json::to_string(&(
+        &r.tenant_id,
         r.seq,
-        r.audit_id,
+        &r.audit_id,
         r.at,
-        r.actor,
-        r.action,
-        r.entity_type,
-        r.entity_id,
-        r.details,
-        r.prev_hash
-    ])
-    .to_string()
+        &r.actor,
+        &r.action,
+        &r.entity_type,
+        &r.entity_id,
+        &r.details,
+        &r.prev_hash,
+    ))
+    .unwrap_or_default()
 }
 
 pub fn hash_of(r: &AuditRecord) -> String {
@@ -424,4 +425,43 @@ fn walk_from(records: &[AuditRecord], prev: &str, seq0: i64) -> Result<(), Chain
         prev = &r.hash;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chains already stored were hashed over a `json!` array; the canonical form must
+    /// stay byte for byte what it was, or every stored chain would read as broken.
+    #[test]
+    fn the_canonical_form_is_the_json_array_of_the_fields() {
+        let r = AuditRecord {
+            audit_id: "aud_1".into(),
+            tenant_id: "acme \"quoted\"".into(),
+            seq: 7,
+            at: 1_700_000_000_000,
+            actor: "pipeline".into(),
+            action: "claim.decided".into(),
+            entity_type: "claim".into(),
+            entity_id: "CLM-1\n".into(),
+            details: r#"{"fraud_score":0.25,"note":"é\\"}"#.into(),
+            prev_hash: GENESIS.into(),
+            hash: String::new(),
+        };
+        let before = serde_json::json!([
+            r.tenant_id,
+            r.seq,
+            r.audit_id,
+            r.at,
+            r.actor,
+            r.action,
+            r.entity_type,
+            r.entity_id,
+            r.details,
+            r.prev_hash
+        ])
+        .to_string();
+        assert_eq!(canonical(&r), before);
+        assert_eq!(hash_of(&r).len(), 64);
+    }
 }

@@ -20,15 +20,19 @@ impl Store {
             return Ok(());
         }
         let backend = self.backend();
+        // Everything that costs CPU happens before the transaction: SQLite has one
+        // writer, and every stage and intake request waits while it is held.
+        let rows: Vec<(&Decision, String, Option<String>)> = decisions
+            .iter()
+            .map(|d| {
+                let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
+                let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
+                (d, reasons, fraud)
+            })
+            .collect();
+        let entries: Vec<AuditEntry> = decisions.iter().map(Decision::audit_entry).collect();
         let mut tx = self.writer().begin().await?;
-        for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
-            let rows: Vec<(&Decision, String)> = chunk
-                .iter()
-                .map(|d| {
-                    let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
-                    (d, reasons)
-                })
-                .collect();
+        for rows in rows.chunks(ROWS_PER_STATEMENT) {
             // VALUES columns are column1… on both backends.
             let sql = format!(
                 "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
@@ -39,7 +43,7 @@ impl Store {
                 values_list(backend, rows.len(), 12)
             );
             let mut q = sqlx::query(&sql);
-            for (d, reasons) in &rows {
+            for (d, reasons, fraud) in rows {
                 q = q
                     .bind(&d.tenant_id)
                     .bind(&d.claim_id)
@@ -47,7 +51,7 @@ impl Store {
                     .bind(d.outcome.as_str())
                     .bind(d.approved_amount)
                     .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-                    .bind(d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok()))
+                    .bind(fraud)
                     .bind(&d.audit_id)
                     .bind(reasons)
                     .bind(d.task_id.as_deref())
@@ -58,8 +62,8 @@ impl Store {
 
             let tasks: Vec<_> = rows
                 .iter()
-                .filter(|(d, _)| d.status == ClaimStatus::PendingReview)
-                .filter_map(|(d, reasons)| d.task_id.as_ref().map(|t| (t, d, reasons)))
+                .filter(|(d, _, _)| d.status == ClaimStatus::PendingReview)
+                .filter_map(|(d, reasons, _)| d.task_id.as_ref().map(|t| (t, d, reasons)))
                 .collect();
             if !tasks.is_empty() {
                 let sql = format!(
@@ -82,7 +86,6 @@ impl Store {
             }
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
-        let entries: Vec<AuditEntry> = decisions.iter().map(Decision::audit_entry).collect();
         audit::append(&mut tx, backend, &entries).await?;
         tx.commit().await?;
         Ok(())

@@ -9,6 +9,7 @@
 //! a single-connection pool while reads use several; on PostgreSQL both are one pool.
 
 mod audit;
+mod checkpoint;
 mod claims;
 mod decisions;
 mod error;
@@ -31,6 +32,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak};
+pub use checkpoint::checkpoints;
 pub use claims::ClaimFilter;
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
@@ -87,6 +89,10 @@ impl Default for StoreOptions {
 pub struct Store {
     read: AnyPool,
     write: AnyPool,
+    /// SQLite only: the connection that copies the write-ahead log into the database
+    /// file, so that the one writer never does it inside a commit (see
+    /// [`Store::checkpoint`]).
+    checkpointer: Option<AnyPool>,
     backend: Backend,
 }
 
@@ -102,9 +108,11 @@ impl Store {
                 let write = sqlite_pool(&url, 1, WRITER_CACHE_KIB, opts).await?;
                 let read =
                     sqlite_pool(&url, opts.max_connections.max(2), READER_CACHE_KIB, opts).await?;
+                let checkpointer = sqlite_pool(&url, 1, READER_CACHE_KIB, opts).await?;
                 Ok(Self {
                     read,
                     write,
+                    checkpointer: Some(checkpointer),
                     backend,
                 })
             }
@@ -118,6 +126,7 @@ impl Store {
                 Ok(Self {
                     read: pool.clone(),
                     write: pool,
+                    checkpointer: None,
                     backend,
                 })
             }
@@ -157,6 +166,9 @@ impl Store {
     pub async fn close(&self) {
         self.write.close().await;
         self.read.close().await;
+        if let Some(c) = &self.checkpointer {
+            c.close().await;
+        }
     }
 
     pub(crate) fn reader(&self) -> &AnyPool {
@@ -174,6 +186,9 @@ impl Store {
 const WRITER_CACHE_KIB: u32 = 32 * 1024;
 /// Per reader connection: several of them, each with SQLite's default.
 const READER_CACHE_KIB: u32 = 2 * 1024;
+/// Write-ahead log pages after which a commit checkpoints by itself (4 KiB each): only
+/// a backstop, since `serve` checkpoints on a connection of its own.
+const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 
 async fn sqlite_pool(
     url: &str,
@@ -189,11 +204,15 @@ async fn sqlite_pool(
                 // WAL lets readers run beside the writer; synchronous=FULL makes every
                 // commit durable before it returns (a 202 means on disk); the busy
                 // timeout lets the admin CLI write while `serve` runs.
+                // The writer checkpoints only as a backstop when no process runs
+                // [`Store::checkpoint`] (the admin CLI, say): at WRITER_CHECKPOINT_PAGES
+                // rather than SQLite's 1,000.
                 conn.execute(
                     format!(
                         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                          PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; \
-                         PRAGMA cache_size = -{cache_kib};"
+                         PRAGMA cache_size = -{cache_kib}; \
+                         PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES};"
                     )
                     .as_str(),
                 )

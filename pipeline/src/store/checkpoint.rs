@@ -1,0 +1,44 @@
+//! Checkpoints of SQLite's write-ahead log, off the writer.
+//!
+//! Left to itself, SQLite checkpoints inside the commit that crosses 1,000 log pages:
+//! the one writer then copies pages into the database file while every stage and
+//! intake request queues behind it. `serve` instead runs [`checkpoints`], which copies
+//! them on a connection (and so a thread) of its own, without waiting for the writer or
+//! the readers (a passive checkpoint). The writer keeps a backstop at a much larger log
+//! for processes that do not run it (the admin CLI).
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{Store, StoreError};
+
+impl Store {
+    /// SQLite: one passive checkpoint on the checkpointing connection. A no-op on
+    /// PostgreSQL.
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        if let Some(c) = &self.checkpointer {
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(c)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Checkpoints every `every` until `shutdown` turns true. Returns at once on
+/// PostgreSQL, which has nothing of the kind to do.
+pub async fn checkpoints(store: Store, every: Duration, mut shutdown: watch::Receiver<bool>) {
+    if store.checkpointer.is_none() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+        if let Err(e) = store.checkpoint().await {
+            tracing::warn!(error = %e, "Checkpointing the write-ahead log failed.");
+        }
+    }
+}
