@@ -206,13 +206,17 @@ async fn sqlite_pool(
                 // timeout lets the admin CLI write while `serve` runs.
                 // The writer checkpoints only as a backstop when no process runs
                 // [`Store::checkpoint`] (the admin CLI, say): at WRITER_CHECKPOINT_PAGES
-                // rather than SQLite's 1,000.
+                // rather than SQLite's 1,000. temp_store = MEMORY keeps the statement
+                // journals of multi-row statements (the original of every page they
+                // change, kept to undo the statement alone) in memory instead of in
+                // temporary files written on every batch.
                 conn.execute(
                     format!(
                         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                          PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; \
                          PRAGMA cache_size = -{cache_kib}; \
-                         PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES};"
+                         PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; \
+                         PRAGMA temp_store = MEMORY;"
                     )
                     .as_str(),
                 )

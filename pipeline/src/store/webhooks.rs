@@ -112,6 +112,8 @@ pub struct DueDelivery {
     pub attempts: i64,
     /// Failures in the current schedule.
     pub failures: i64,
+    /// When this sender's claim on the delivery runs out (Unix ms).
+    pub lease_until: i64,
     pub endpoint: std::sync::Arc<DueEndpoint>,
 }
 
@@ -448,6 +450,7 @@ impl Store {
                         payload: row.payload,
                         attempts: row.attempts,
                         failures: row.failures,
+                        lease_until,
                         endpoint: (*endpoint).clone(),
                     });
                 }

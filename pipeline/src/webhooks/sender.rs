@@ -6,6 +6,8 @@
 //!   `max_in_flight` in all. A sender holds at most `DEPTH × per_endpoint` deliveries of
 //!   one subscription and claims more only once it is down to half that, so a slow or
 //!   dead endpoint holds only its own slots, and claims come in large batches.
+//! - A claim is a lease; an attempt starts only while the lease has room for its
+//!   time-out and its record, so two senders never attempt one delivery at once.
 //! - Claims look up subscriptions with due deliveries, then take each one's oldest due
 //!   through an index on (subscription, state, due time): a long backlog at one endpoint
 //!   costs the others nothing.
@@ -30,12 +32,20 @@ use crate::store::{AttemptOutcome, DueDelivery, Store};
 /// The receiver's time to answer (spec: Limits).
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// Deliveries a sender holds per subscription, in flight or waiting for a slot, as a
-/// multiple of `per_endpoint`: enough to keep a fast endpoint busy between claims.
-const DEPTH: usize = 8;
-/// How long a claimed delivery is held by its sender: a held delivery waits for at most
-/// `DEPTH - 1` rounds of attempts before its own, each at most the time-out, with room
-/// to record the outcome. A sender that dies mid-attempt releases it after this.
-pub const LEASE: Duration = Duration::from_secs(5 * DEPTH as u64 + 10);
+/// multiple of `per_endpoint`: enough to keep a fast endpoint busy between claims. A
+/// claim is a write, and on SQLite every write waits its turn at the one writer; at 8
+/// a fast local receiver drained its share before the next claim came back.
+const DEPTH: usize = 32;
+/// How long a claimed delivery is held by its sender. An attempt starts only while at
+/// least the time-out and [`RECORD_MARGIN`] of its lease are left (see [`leased`]), so
+/// it ends and is recorded before another sender may claim the delivery again. A
+/// delivery that waited longer behind a slow endpoint is let go unattempted and
+/// claimed afresh once its lease runs out; a sender that dies mid-attempt releases its
+/// deliveries after this.
+pub const LEASE: Duration = Duration::from_secs(50);
+/// Time left in a lease, beyond the time-out, for the outcome of an attempt to be
+/// written: the recorder's linger and one write.
+const RECORD_MARGIN: Duration = Duration::from_secs(10);
 /// How often the sender looks for due deliveries when nothing wakes it: deliveries
 /// queued by another process, and retries coming due.
 const IDLE_POLL: Duration = Duration::from_millis(250);
@@ -143,7 +153,9 @@ impl Sender {
                     // Endpoint first: a delivery waiting for its endpoint holds no global slot.
                     if let Ok(_endpoint) = slots.acquire_owned().await {
                         if let Ok(_slot) = global.acquire_owned().await {
-                            let _ = done.send(attempt(&client, &d, allow_private).await);
+                            if leased(d.lease_until, now_ms()) {
+                                let _ = done.send(attempt(&client, &d, allow_private).await);
+                            }
                         }
                     }
                     let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -246,6 +258,13 @@ struct Endpoint {
     slots: Arc<Semaphore>,
     /// Deliveries claimed and not finished.
     held: usize,
+}
+
+/// Whether an attempt may start at `now` on a lease that runs to `lease_until`: only
+/// if it can time out and be recorded before the lease ends, so that no other sender
+/// can claim the delivery while this attempt might still be made.
+fn leased(lease_until: i64, now: i64) -> bool {
+    now + (TIMEOUT + RECORD_MARGIN).as_millis() as i64 <= lease_until
 }
 
 /// One attempt of `d`.
@@ -374,5 +393,21 @@ async fn record(
         batch.clear();
         // A retry may now be due sooner than the sender's nap.
         wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_starts_only_with_room_for_its_time_out_and_its_record() {
+        let claimed = 1_000_000;
+        let until = claimed + LEASE.as_millis() as i64;
+        assert!(leased(until, claimed), "a fresh claim is attempted");
+        let last = until - (TIMEOUT + RECORD_MARGIN).as_millis() as i64;
+        assert!(leased(until, last));
+        assert!(!leased(until, last + 1), "too late: let go for a new claim");
+        assert!(!leased(until, until + 1));
     }
 }
