@@ -24,6 +24,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply pending database migrations, then exit.
     Migrate,
+    /// List the bus's topics with their size and each consumer group's lag, or print a
+    /// topic's latest records (`topics tail TOPIC`).
+    Topics {
+        #[command(subcommand)]
+        command: Option<TopicsCommand>,
+    },
     /// Operator commands; they print JSON and work while `serve` runs.
     Admin {
         #[command(subcommand)]
@@ -41,6 +47,21 @@ pub struct ServeArgs {
     /// Create a demo tenant and a user holding every scope, and print how to log in.
     #[arg(long)]
     pub demo: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicsCommand {
+    /// Print a topic's latest records, oldest first, one JSON document per line.
+    Tail(TailArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TailArgs {
+    /// The topic's full name, as `claims topics` lists it (e.g. `claims.events`).
+    pub topic: String,
+    /// How many of the latest records (1-10,000).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub limit: u16,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,10 +8,11 @@ pub mod demo;
 pub mod output;
 pub mod server;
 pub mod telemetry;
+pub mod topics;
 
 use std::process::ExitCode;
 
-use cli::{AdminCommand, Cli, Command};
+use cli::{AdminCommand, Cli, Command, TopicsCommand};
 
 /// Runs one command to completion on a fresh runtime.
 pub fn run(cli: Cli) -> ExitCode {
@@ -31,6 +32,10 @@ pub fn run(cli: Cli) -> ExitCode {
         match cli.command {
             Command::Serve(args) => server::serve(&config, args).await,
             Command::Migrate => admin::migrate(&config).await,
+            Command::Topics { command } => match command {
+                None => topics::list(&config).await,
+                Some(TopicsCommand::Tail(args)) => topics::tail(&config, args).await,
+            },
             Command::Admin { command } => match command {
                 AdminCommand::CreateTenant(args) => admin::create_tenant(&config, args).await,
                 AdminCommand::CreateUser(args) => admin::create_user(&config, args).await,

@@ -14,6 +14,14 @@ pub fn print_json(value: &impl Serialize) {
     }
 }
 
+/// Prints one document on a line of its own (JSON lines, for streams of records).
+pub fn print_json_line(value: &impl Serialize) {
+    match serde_json::to_string(value) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("cannot render output: {e}"),
+    }
+}
+
 /// A failure the operator can act on, with a stable code.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]

@@ -12,11 +12,19 @@ crate::both_backends!(
     create_tenant_and_user_are_idempotent_and_work_while_serve_runs,
     create_user_reports_clear_errors,
     migrate_reports_success,
+    topics_shows_each_groups_lag_and_tails_a_topic,
 );
 
 /// Runs `claims …` against the app's store; answers the exit success, stdout JSON and
 /// stderr JSON.
 pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
+    let (ok, stdout, stderr) = claims_text(app, args);
+    let parse = |s: &str| serde_json::from_str(s).unwrap_or(Value::Null);
+    (ok, parse(&stdout), parse(&stderr))
+}
+
+/// [`claims`], with stdout and stderr as text.
+fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_claims"))
         .args(args)
         .env_clear()
@@ -25,8 +33,8 @@ pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    let parse = |b: &[u8]| serde_json::from_slice(b).unwrap_or(Value::Null);
-    (out.status.success(), parse(&out.stdout), parse(&out.stderr))
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
 async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Backend) {
@@ -168,4 +176,104 @@ async fn migrate_reports_success(b: Backend) {
     let (ok, out, err) = claims(&app, &["migrate"]);
     assert!(ok, "{err}");
     assert_eq!(out["migrated"], true);
+}
+
+async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = crate::claims::ready_tenant(&app, "acme").await;
+    for id in ["CLM-T1", "CLM-T2"] {
+        let r = app
+            .call(
+                reqwest::Method::POST,
+                "/claims/intake",
+                Some(&s.access),
+                Some(crate::claims::claim(id)),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED);
+        crate::pipeline::decided(&app, &s, id).await;
+    }
+    // The snapshot stage commits its offsets just after the claim shows as decided.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let listed = loop {
+        let (ok, listed, err) = claims(&app, &["topics"]);
+        assert!(ok, "{err}");
+        let decided = listed["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topic"] == "claims.decided")
+            .cloned()
+            .unwrap();
+        let snapshot_done = decided["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["group"] == "snapshot" && g["lag"] == 0);
+        if snapshot_done || std::time::Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let topic = |name: &str| {
+        listed["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topic"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} is listed: {listed}"))
+    };
+    let intake = topic("claims.intake");
+    assert_eq!(intake["end_offset_total"], 2, "{intake}");
+    assert_eq!(intake["partitions"], 8);
+    let validate = intake["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "validate")
+        .cloned()
+        .unwrap();
+    assert_eq!(validate["lag"], 0, "{validate}");
+    assert_eq!(
+        validate["committed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_i64().unwrap())
+            .sum::<i64>(),
+        2
+    );
+    assert_eq!(topic("state.fraud-members")["compacted"], true);
+
+    let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.events", "--limit", "1"]);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["topic"], "claims.events");
+    assert_eq!(lines[0]["value"]["event"], "claim.completed");
+    assert!(lines[0]["key"].as_str().unwrap().starts_with("acme/CLM-T"));
+    let (ok, out, _) = claims_text(&app, &["topics", "tail", "claims.intake", "--limit", "5"]);
+    assert!(ok);
+    let ids: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["value"]["claim"]["claim_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["CLM-T1", "CLM-T2"], "oldest first");
+
+    let (ok, _, err) = claims(&app, &["topics", "tail", "claims.nope"]);
+    assert!(!ok);
+    assert_eq!(err["error"]["code"], "TOPIC_NOT_FOUND");
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("claims.events"));
 }

@@ -274,6 +274,54 @@ impl EmbeddedLog {
     }
 }
 
+impl EmbeddedLog {
+    /// Per partition of `topic`: the next offset to be written and the records held
+    /// (fewer than the offset once records are trimmed or compacted away).
+    pub async fn partition_ends(&self, topic: &str) -> Result<Vec<(u32, i64, i64)>, BusError> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT p.partition, p.next_offset, \
+             (SELECT COUNT(*) FROM bus_records r WHERE r.topic = p.topic AND r.partition = p.partition) \
+             FROM bus_partitions p WHERE p.topic = $1 ORDER BY p.partition",
+        )
+        .bind(topic)
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|(p, next, held)| (p as u32, next, held))
+            .collect())
+    }
+
+    /// Per consumer group of `topic` and partition: the committed next offset.
+    pub async fn group_offsets(&self, topic: &str) -> Result<Vec<(String, u32, i64)>, BusError> {
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT group_id, partition, next_offset FROM bus_offsets WHERE topic = $1 \
+             ORDER BY group_id, partition",
+        )
+        .bind(topic)
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(rows.into_iter().map(|(g, p, o)| (g, p as u32, o)).collect())
+    }
+
+    /// The latest `limit` records of `topic` over all its partitions, oldest first.
+    pub async fn latest(&self, topic: &str, limit: usize) -> Result<Vec<Record>, BusError> {
+        let mut rows = sqlx::query_as::<_, Row>(
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+             WHERE topic = $1 ORDER BY timestamp_ms DESC, partition DESC, \"offset\" DESC LIMIT $2",
+        )
+        .bind(topic)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        rows.reverse();
+        Ok(rows.into_iter().map(|r| r.into_record(topic)).collect())
+    }
+}
+
 /// Keeps the embedded log small: every `every`, compacts the compacted topics and trims
 /// records of the others that every group consumed more than `retention` ago. Runs
 /// until `shutdown` turns true.

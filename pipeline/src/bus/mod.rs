@@ -10,6 +10,7 @@
 
 pub mod embedded;
 mod error;
+mod inspect;
 mod record;
 mod topic;
 
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 pub use embedded::{EmbeddedConsumer, EmbeddedLog};
 pub use error::BusError;
+pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};
 pub use record::{partition_for, Message, Record};
 pub use topic::TopicSpec;
 

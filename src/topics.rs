@@ -1,0 +1,50 @@
+//! `claims topics`: what is on the bus, for operators and analysts. Reads only; works
+//! while `serve` runs.
+
+use pipeline::bus::{Bus, EmbeddedLog, RecordView, TopicSpec};
+use pipeline::topics::Topics;
+
+use crate::cli::TailArgs;
+use crate::config::Config;
+use crate::output::{print_json, print_json_line, CliError};
+use crate::server::open_store;
+
+/// Prints `{"topics": [...]}`: each topic's partitions, records written and held, and
+/// every consumer group's lag.
+pub async fn list(config: &Config) -> anyhow::Result<()> {
+    let store = open_store(config).await?;
+    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let topics = Topics::new(&config.topic_prefix, config.partitions).all();
+    let result = bus.describe(&topics).await;
+    store.close().await;
+    print_json(&serde_json::json!({ "bus": "embedded", "topics": result? }));
+    Ok(())
+}
+
+/// Prints the topic's latest records, oldest first, one JSON document per line.
+pub async fn tail(config: &Config, args: TailArgs) -> anyhow::Result<()> {
+    let topics = Topics::new(&config.topic_prefix, config.partitions).all();
+    let topic: TopicSpec = topics
+        .iter()
+        .find(|t| t.name == args.topic)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+            CliError::new(
+                "TOPIC_NOT_FOUND",
+                format!(
+                    "no topic {:?}; the topics are {}",
+                    args.topic,
+                    names.join(", ")
+                ),
+            )
+        })?;
+    let store = open_store(config).await?;
+    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let result = bus.latest(&topic, usize::from(args.limit)).await;
+    store.close().await;
+    for r in result? {
+        print_json_line(&RecordView::from(r));
+    }
+    Ok(())
+}
