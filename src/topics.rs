@@ -2,6 +2,7 @@
 //! while `serve` runs.
 
 use pipeline::bus::{Bus, EmbeddedLog, RecordView, TopicSpec};
+use pipeline::store::Store;
 use pipeline::topics::Topics;
 
 use crate::cli::TailArgs;
@@ -12,8 +13,7 @@ use crate::server::open_store;
 /// Prints `{"topics": [...]}`: each topic's partitions, records written and held, and
 /// every consumer group's lag.
 pub async fn list(config: &Config) -> anyhow::Result<()> {
-    let store = open_store(config).await?;
-    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let (store, bus) = open_bus(config).await?;
     let topics = Topics::new(&config.topic_prefix, config.partitions).all();
     let result = bus.describe(&topics).await;
     store.close().await;
@@ -39,12 +39,18 @@ pub async fn tail(config: &Config, args: TailArgs) -> anyhow::Result<()> {
                 ),
             )
         })?;
-    let store = open_store(config).await?;
-    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let (store, bus) = open_bus(config).await?;
     let result = bus.latest(&topic, usize::from(args.limit)).await;
     store.close().await;
     for r in result? {
         print_json_line(&RecordView::from(r));
     }
     Ok(())
+}
+
+/// The store and the bus on it; the store is closed by the caller when done.
+async fn open_bus(config: &Config) -> anyhow::Result<(Store, Bus)> {
+    let store = open_store(config).await?;
+    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    Ok((store, bus))
 }

@@ -89,17 +89,18 @@ pub fn topic_info(
     let end_of = |p: u32| ends.iter().find(|e| e.0 == p).map_or(0, |e| e.1);
     let mut groups: Vec<GroupLag> = Vec::new();
     for (group, partition, next) in offsets {
-        let g = match groups.iter_mut().find(|g| &g.group == group) {
-            Some(g) => g,
-            None => {
+        let i = groups
+            .iter()
+            .position(|g| &g.group == group)
+            .unwrap_or_else(|| {
                 groups.push(GroupLag {
                     group: group.clone(),
                     lag: 0,
                     committed: vec![0; t.partitions as usize],
                 });
-                groups.last_mut().expect("just pushed")
-            }
-        };
+                groups.len() - 1
+            });
+        let g = &mut groups[i];
         if let Some(slot) = g.committed.get_mut(*partition as usize) {
             *slot = *next;
         }

@@ -6,7 +6,7 @@
 use schemas::upload::{FailureView, UploadReceived, UploadStatus, UploadView, Verdict};
 
 use super::decide::DomainEvent;
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::now_ms;
 use crate::intake::claim_key;
@@ -33,21 +33,22 @@ impl Stage for Ocr {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
-        let commands: Vec<UploadReceived> = batch
-            .iter()
-            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
-            .collect();
+        let commands: Vec<UploadReceived> =
+            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         for c in commands {
             let (tenant, id) = (c.tenant_id.as_str(), c.upload_id.as_str());
-            let Some(u) = self.store.upload(tenant, id).await? else {
+            let Some(mut u) = self.store.upload(tenant, id).await? else {
+                tracing::warn!(upload_id = %id, "An upload command without its upload; skipped.");
                 continue;
             };
             if u.status == UploadStatus::Extracting {
                 self.read(&c).await?;
+                // Announced from the stored outcome, so a retried batch announces the same.
+                let Some(after) = self.store.upload(tenant, id).await? else {
+                    continue;
+                };
+                u = after;
             }
-            let Some(u) = self.store.upload(tenant, id).await? else {
-                continue;
-            };
             if let Some(event) = announcement(&u, tenant) {
                 out.push(encode(
                     &self.topics.events,

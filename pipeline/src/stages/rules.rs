@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::record::ClaimInProcess;
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::rules::{
     ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberHistory, RulebookCache,
@@ -92,10 +92,8 @@ impl Stage for Rules {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len());
-        let claims: Vec<ClaimInProcess> = batch
-            .iter()
-            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
-            .collect();
+        let claims: Vec<ClaimInProcess> =
+            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         // The whole batch's member histories in one read.
         let wanted: Vec<(&str, &str, i64)> = claims
             .iter()

@@ -143,6 +143,19 @@ pub fn decode<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Decodes every record of a batch with [`decode`], parking the undecodable ones.
+pub fn decode_all<T: serde::de::DeserializeOwned>(
+    stage: &str,
+    batch: &[Record],
+    dead: &TopicSpec,
+    out: &mut Outputs,
+) -> Vec<T> {
+    batch
+        .iter()
+        .filter_map(|r| decode(stage, r, dead, out))
+        .collect()
+}
+
 pub fn encode<T: serde::Serialize>(
     topic: &TopicSpec,
     key: String,

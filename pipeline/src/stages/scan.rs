@@ -9,7 +9,7 @@
 
 use schemas::upload::{FailureView, UploadReceived, UploadStatus, Verdict};
 
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::now_ms;
 use crate::intake::claim_key;
@@ -58,10 +58,8 @@ impl Stage for Scan {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
-        let commands: Vec<UploadReceived> = batch
-            .iter()
-            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
-            .collect();
+        let commands: Vec<UploadReceived> =
+            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         for c in commands {
             let Some(u) = self.store.upload(&c.tenant_id, &c.upload_id).await? else {
                 tracing::warn!(upload_id = %c.upload_id, "An upload command without its upload; skipped.");

@@ -3,7 +3,7 @@
 //! review task of a flagged claim. It publishes nothing.
 
 use super::decide::Decision;
-use super::runner::{decode, Outputs, Stage, StageError};
+use super::runner::{decode_all, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::store::Store;
 use crate::topics::Topics;
@@ -25,10 +25,8 @@ impl Stage for Snapshot {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
-        let decisions: Vec<Decision> = batch
-            .iter()
-            .filter_map(|r| decode::<Decision>(self.name(), r, &self.topics.dead_letter, &mut out))
-            .collect();
+        let decisions: Vec<Decision> =
+            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         self.store.write_decisions(&decisions).await?;
         Ok(out)
     }

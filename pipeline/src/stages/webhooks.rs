@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::decide::DomainEvent;
-use super::runner::{decode, Outputs, Stage, StageError};
+use super::runner::{decode_all, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::store::{NewDelivery, Store, Subscription};
 use crate::topics::Topics;
@@ -72,10 +72,8 @@ impl Stage for Dispatch {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
-        let events: Vec<DomainEvent> = batch
-            .iter()
-            .filter_map(|r| decode(self.name(), r, &self.topics.dead_letter, &mut out))
-            .collect();
+        let events: Vec<DomainEvent> =
+            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         // Subscriptions are read per batch, so a new or changed one applies to the next
         // batch of events.
         let mut subscriptions: HashMap<&str, Vec<Subscription>> = HashMap::new();
