@@ -50,6 +50,11 @@ pub struct Settings {
     pub topic_prefix: String,
     /// Partitions of each topic (`CLAIMS_PARTITIONS`).
     pub partitions: u32,
+    /// Kafka's bootstrap servers, `host:port[,host:port…]`: set, the bus is Kafka
+    /// instead of the embedded log (`CLAIMS_KAFKA_BROKERS`).
+    pub kafka_brokers: Option<String>,
+    /// Replicas of each topic the service creates on Kafka (`CLAIMS_KAFKA_REPLICATION`).
+    pub kafka_replication: u16,
     /// A stable name of this process (e.g. a StatefulSet pod name): restarted, it takes
     /// up its embedded-log leases at once; unset, a restart waits up to 5 s for them.
     /// Two live processes must not share it (`CLAIMS_INSTANCE_ID`).
@@ -114,6 +119,8 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             topic_prefix: String::new(),
             partitions: 8,
+            kafka_brokers: None,
+            kafka_replication: 1,
             instance_id: None,
             webhook_allow_private: false,
             webhook_max_in_flight: 256,
@@ -159,6 +166,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub topic_prefix: String,
     pub partitions: u32,
+    /// The Kafka bus; `None` selects the embedded log.
+    pub kafka: Option<pipeline::bus::KafkaSettings>,
     pub instance_id: Option<String>,
     pub webhooks: pipeline::webhooks::SenderSettings,
     pub clamd: Option<pipeline::uploads::scan::ClamdAddress>,
@@ -222,6 +231,22 @@ impl Config {
         {
             bail!("CLAIMS_TOPIC_PREFIX may contain only letters, digits and . _ -");
         }
+        let kafka = match s.kafka_brokers.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(brokers) => {
+                if s.kafka_replication == 0 {
+                    bail!("CLAIMS_KAFKA_REPLICATION must be at least 1");
+                }
+                if brokers.split(',').any(|b| b.trim().rsplit_once(':').is_none()) {
+                    bail!("CLAIMS_KAFKA_BROKERS must be host:port, comma-separated");
+                }
+                Some(pipeline::bus::KafkaSettings {
+                    brokers: brokers.to_owned(),
+                    replication: s.kafka_replication,
+                    group_prefix: s.topic_prefix.clone(),
+                })
+            }
+        };
         if s.max_body_bytes < 1024 {
             bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
         }
@@ -297,6 +322,7 @@ impl Config {
             log_format: s.log_format,
             topic_prefix: s.topic_prefix,
             partitions: s.partitions,
+            kafka,
             instance_id: s.instance_id,
             webhooks: pipeline::webhooks::SenderSettings {
                 allow_private: s.webhook_allow_private,

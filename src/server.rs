@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use api::auth::keys::KeyRing;
 use api::AppState;
-use pipeline::bus::{Bus, EmbeddedLog};
+use pipeline::bus::{Bus, EmbeddedLog, KafkaBus};
 use pipeline::store::{Store, StoreOptions};
 use pipeline::topics::Topics;
 use tokio::net::TcpListener;
@@ -43,13 +43,12 @@ impl Server {
         let listener = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.http_addr))?;
-        let log = EmbeddedLog::with_instance(store.clone(), config.instance_id.as_deref());
+        let bus = open_bus(config, &store)?;
         let topics = Topics::new(&config.topic_prefix, config.partitions);
         // Created once here, so that intake's hot path need not check for them.
-        log.ensure_topics(&topics.all())
+        bus.ensure_topics(&topics.all())
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the topics: {e}"))?;
-        let bus = Bus::Embedded(log);
         Ok(Self {
             listener,
             state: AppState::new(store, keys, config.api.clone(), bus, topics),
@@ -103,16 +102,22 @@ impl Server {
         pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the stages: {e}"))?;
-        // Only the embedded log needs upkeep; a broker keeps its own logs.
-        #[allow(irrefutable_let_patterns)] // the embedded log is the only bus so far
-        if let pipeline::bus::Bus::Embedded(log) = &state.bus {
-            tasks.spawn(pipeline::bus::embedded::maintain(
-                log.clone(),
-                state.topics.all(),
-                LOG_MAINTENANCE_EVERY,
-                LOG_RETENTION,
-                stop_rx.clone(),
-            ));
+        match &state.bus {
+            // Only the embedded log needs upkeep; a broker keeps its own logs.
+            Bus::Embedded(log) => {
+                tasks.spawn(pipeline::bus::embedded::maintain(
+                    log.clone(),
+                    state.topics.all(),
+                    LOG_MAINTENANCE_EVERY,
+                    LOG_RETENTION,
+                    stop_rx.clone(),
+                ));
+            }
+            // Every process relays the outbox: any of them may have written to it, and
+            // one that crashed leaves its rows to the others.
+            Bus::Kafka(k) => {
+                tasks.spawn(pipeline::bus::outbox::relay(k.clone(), stop_rx.clone()));
+            }
         }
         tasks.spawn(pipeline::store::checkpoints(
             state.store.clone(),
@@ -142,6 +147,21 @@ impl Server {
         state.store.close().await;
         Ok(())
     }
+}
+
+/// The bus the configuration selects: Kafka when brokers are set, else the embedded log
+/// in `store`.
+pub fn open_bus(config: &Config, store: &Store) -> anyhow::Result<Bus> {
+    Ok(match &config.kafka {
+        Some(kafka) => Bus::Kafka(
+            KafkaBus::connect(kafka.clone(), store.clone())
+                .map_err(|e| anyhow::anyhow!("cannot set up the Kafka clients: {e}"))?,
+        ),
+        None => Bus::Embedded(EmbeddedLog::with_instance(
+            store.clone(),
+            config.instance_id.as_deref(),
+        )),
+    })
 }
 
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {

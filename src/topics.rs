@@ -1,7 +1,7 @@
 //! `claims topics`: what is on the bus, for operators and analysts. Reads only; works
 //! while `serve` runs.
 
-use pipeline::bus::{Bus, EmbeddedLog, RecordView, TopicSpec};
+use pipeline::bus::{Bus, RecordView, TopicSpec};
 use pipeline::store::Store;
 use pipeline::topics::Topics;
 
@@ -51,6 +51,6 @@ pub async fn tail(config: &Config, args: TailArgs) -> anyhow::Result<()> {
 /// The store and the bus on it; the store is closed by the caller when done.
 async fn open_bus(config: &Config) -> anyhow::Result<(Store, Bus)> {
     let store = open_store(config).await?;
-    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let bus = crate::server::open_bus(config, &store)?;
     Ok((store, bus))
 }

@@ -6,7 +6,7 @@
 use schemas::claim::ClaimSubmission;
 use serde::{Deserialize, Serialize};
 
-use crate::bus::{EmbeddedLog, Message, TopicSpec};
+use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
 use crate::store::{values_list, AuditEntry, Store, StoreError};
 
@@ -37,10 +37,10 @@ const ROWS_PER_INSERT: usize = 2000;
 
 /// Accepts the claims (already validated, distinct ids); answers, per claim, whether it
 /// was new (`false`: a claim with that id exists for the tenant). The intake topic must
-/// exist: the service creates its topics at start (`EmbeddedLog::ensure_topics`).
+/// exist: the service creates its topics at start (`Bus::ensure_topics`).
 pub async fn accept(
     store: &Store,
-    log: &EmbeddedLog,
+    bus: &Bus,
     topic: &TopicSpec,
     commands: &[ClaimSubmitted],
     actor: &str,
@@ -91,7 +91,7 @@ pub async fn accept(
             value: serde_json::to_vec(c).unwrap_or_default(),
         })
         .collect();
-    log.append_in(&mut tx, topic, &messages)
+    bus.append_in(&mut tx, topic, &messages)
         .await
         .map_err(into_store)?;
     // Last, as the audit chain's head is the last lock a transaction takes.
@@ -104,7 +104,7 @@ pub async fn accept(
     // Their claims were inserted just now, so the records are new.
     store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
-    log.wake(&topic.name);
+    bus.wake(&topic.name);
     Ok(fresh)
 }
 

@@ -7,7 +7,7 @@
 use schemas::workflow::{Task, TaskAction};
 use serde::{Deserialize, Serialize};
 
-use crate::bus::{EmbeddedLog, Message, TopicSpec};
+use crate::bus::{Bus, Message, TopicSpec};
 use crate::intake::claim_key;
 use crate::store::{AuditEntry, Store, StoreError, TaskDecision, TaskRefusal};
 
@@ -35,7 +35,7 @@ impl OfficerDecision {
 /// Marks the task done with the officer's decision and publishes it, atomically.
 pub async fn decide(
     store: &Store,
-    log: &EmbeddedLog,
+    bus: &Bus,
     topic: &TopicSpec,
     d: &OfficerDecision,
 ) -> Result<Result<Task, TaskRefusal>, StoreError> {
@@ -64,7 +64,7 @@ pub async fn decide(
         key: d.key(),
         value: serde_json::to_vec(d).map_err(|e| StoreError::Config(e.to_string()))?,
     };
-    log.append_in(&mut tx, topic, &[message])
+    bus.append_in(&mut tx, topic, &[message])
         .await
         .map_err(crate::intake::into_store)?;
     let entry = AuditEntry::new(
@@ -76,7 +76,7 @@ pub async fn decide(
     );
     store.append_audit_in(&mut tx, &[entry]).await?;
     tx.commit().await?;
-    log.wake(&topic.name);
+    bus.wake(&topic.name);
     Ok(store
         .task(&d.tenant_id, &d.task_id)
         .await?

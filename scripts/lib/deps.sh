@@ -83,3 +83,36 @@ ensure_python_tools() {
 ensure_upload_tools() {
   apt_install clamav-daemon tesseract-ocr tesseract-ocr-eng poppler-utils util-linux
 }
+
+# A Kafka-protocol broker on 127.0.0.1:9092 for the kafka half of the suite: no Apache
+# Kafka or Redpanda package reaches Debian 12 without Docker, so the tests use nisshi, a
+# Kafka-compatible broker from crates.io, built once and cached (about 10 minutes cold).
+# It keeps its log in SQLite under a fresh folder each start. Exports
+# CLAIMS_TEST_KAFKA_BROKERS for the tests.
+ensure_kafka_broker() {
+  local addr="${CLAIMS_TEST_KAFKA_BROKERS:-127.0.0.1:9092}"
+  export CLAIMS_TEST_KAFKA_BROKERS="$addr"
+  local host="${addr%:*}" port="${addr##*:}"
+  if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    return 0
+  fi
+  local root="$HOME/.cache/claims/nisshi"
+  if [ ! -x "$root/bin/nisshi" ]; then
+    log "Building the nisshi broker (once; cached under $root)"
+    cargo install nisshi --version 0.8.1 --locked --ignore-rust-version --root "$root" --quiet
+  fi
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/claims-broker.XXXXXX")
+  log "Starting nisshi on $addr (data in $dir)"
+  nohup "$root/bin/nisshi" broker \
+    --listener-url "tcp://$addr" --advertised-listener-url "tcp://$addr" \
+    --storage-engine "sqlite://$dir/broker.db" --group-initial-rebalance-delay 0s \
+    >"$dir/broker.log" 2>&1 &
+  for _ in $(seq 1 60); do
+    (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
+    sleep 0.5
+  done
+  log "nisshi did not start; its log:"
+  cat "$dir/broker.log" >&2
+  return 1
+}

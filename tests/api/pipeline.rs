@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::claims::{claim, ready_tenant};
 use crate::support::{Backend, Session, TestApp};
 
-crate::both_backends!(
+crate::all_backends!(
     a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced,
     a_hard_stop_blocks_a_claim,
     a_flag_rule_sends_a_claim_to_review_with_a_task,

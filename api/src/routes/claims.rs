@@ -13,7 +13,6 @@ use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use pipeline::bus::Bus;
 use pipeline::clock::{ms_to_rfc3339, now_ms};
 use pipeline::config_cache::ActiveRulebook;
 use pipeline::intake::{self, ClaimSubmitted};
@@ -106,11 +105,14 @@ async fn store(
     commands: &[ClaimSubmitted],
     user_id: &str,
 ) -> Result<Vec<bool>, ApiError> {
-    match &state.bus {
-        Bus::Embedded(log) => {
-            Ok(intake::accept(&state.store, log, &state.topics.intake, commands, user_id).await?)
-        }
-    }
+    Ok(intake::accept(
+        &state.store,
+        &state.bus,
+        &state.topics.intake,
+        commands,
+        user_id,
+    )
+    .await?)
 }
 
 /// Submit a claim for processing.

@@ -10,7 +10,6 @@ use axum::http::header::{CONTENT_TYPE, LOCATION};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use pipeline::bus::Bus;
 use pipeline::clock::{ms_to_rfc3339, now_ms};
 use pipeline::store::NewUpload;
 use pipeline::uploads::objects::Staged;
@@ -110,7 +109,7 @@ pub async fn upload(
         failure: None,
         at_ms: now,
     };
-    let Bus::Embedded(log) = &state.bus;
+    let bus = &state.bus;
 
     if let Some(signature) = received.screened.signature {
         // Nothing of an infected file is kept; its refusal is recorded and announced.
@@ -131,7 +130,7 @@ pub async fn upload(
             &message,
             ms_to_rfc3339(now),
         );
-        intake::refuse(&state.store, log, &state.topics.events, &row, &event).await?;
+        intake::refuse(&state.store, bus, &state.topics.events, &row, &event).await?;
         tracing::info!(tenant_id = %who.tenant_id, %upload_id, "Upload refused: malware.");
         return Err(ApiError::Refused {
             status: StatusCode::UNPROCESSABLE_ENTITY,
@@ -157,7 +156,7 @@ pub async fn upload(
         size_bytes: row.size_bytes,
         sha256: row.sha256.clone(),
     };
-    if let Err(e) = intake::accept(&state.store, log, &state.topics.uploads, &row, &command).await {
+    if let Err(e) = intake::accept(&state.store, bus, &state.topics.uploads, &row, &command).await {
         // Not accepted: the file must not outlive the failed request.
         if let Err(e) = state.objects.delete(&key).await {
             tracing::warn!(%key, error = %e, "An unaccepted upload's file could not be removed.");

@@ -5,7 +5,6 @@
 //! the claim and emits its events.
 
 use axum::extract::{Path, State};
-use pipeline::bus::Bus;
 use pipeline::clock::now_ms;
 use pipeline::store::TaskRefusal;
 use pipeline::workflow::OfficerDecision;
@@ -198,11 +197,9 @@ pub async fn transition_task(
         note: body.note.clone(),
         decided_at_ms: now,
     };
-    let result = match &state.bus {
-        Bus::Embedded(log) => {
-            pipeline::workflow::decide(&state.store, log, &state.topics.workflow, &decision).await?
-        }
-    };
+    let result =
+        pipeline::workflow::decide(&state.store, &state.bus, &state.topics.workflow, &decision)
+            .await?;
     if result.is_ok() {
         tracing::info!(tenant_id = %who.tenant_id, %task_id, action = body.action.as_str(), "Review decided.");
     }

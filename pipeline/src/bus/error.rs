@@ -9,4 +9,6 @@ pub enum BusError {
     Unavailable(#[from] StoreError),
     #[error("unknown topic `{0}`")]
     UnknownTopic(String),
+    #[error("the Kafka broker: {0}")]
+    Broker(String),
 }

@@ -65,6 +65,16 @@ impl Bus {
                     log.partition_ends(&t.name).await?,
                     log.group_offsets(&t.name).await?,
                 ),
+                Bus::Kafka(k) => {
+                    let groups = k.groups().await?;
+                    let ends = k
+                        .watermarks(t)
+                        .await?
+                        .into_iter()
+                        .map(|(p, lo, hi)| (p, hi, hi - lo))
+                        .collect::<Vec<_>>();
+                    (ends, k.group_offsets(t, &groups).await?)
+                }
             };
             out.push(topic_info(t, &ends, &offsets));
         }
@@ -75,6 +85,7 @@ impl Bus {
     pub async fn latest(&self, topic: &TopicSpec, limit: usize) -> Result<Vec<Record>, BusError> {
         match self {
             Bus::Embedded(log) => log.latest(&topic.name, limit).await,
+            Bus::Kafka(k) => k.latest(topic, limit).await,
         }
     }
 }

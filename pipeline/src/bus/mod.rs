@@ -6,11 +6,18 @@
 //! A stage's loop is: `poll` a batch, process it, then `publish_and_commit`: every
 //! output and the group's progress past the batch become durable together. A crash
 //! before that redelivers the batch; stages are idempotent all the same, since a stage's
-//! own store writes (snapshots) commit separately.
+//! own store writes (snapshots) commit separately. On Kafka the two are not atomic
+//! (outputs are acknowledged first, then the offsets committed), which the same
+//! idempotence absorbs.
+//!
+//! Work that must commit together with rows of the store (an accepted claim and its
+//! command) uses [`Bus::append_in`] inside the store transaction, then [`Bus::wake`].
 
 pub mod embedded;
 mod error;
 mod inspect;
+pub mod kafka;
+pub mod outbox;
 mod record;
 mod topic;
 
@@ -18,6 +25,7 @@ use std::time::Duration;
 
 pub use embedded::{EmbeddedConsumer, EmbeddedLog};
 pub use error::BusError;
+pub use kafka::{KafkaBus, KafkaConsumer, KafkaSettings};
 pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};
 pub use record::{partition_for, Message, Record};
 pub use topic::TopicSpec;
@@ -26,12 +34,14 @@ pub use topic::TopicSpec;
 #[derive(Debug, Clone)]
 pub enum Bus {
     Embedded(EmbeddedLog),
+    Kafka(KafkaBus),
 }
 
 /// A member of a consumer group.
 #[derive(Debug)]
 pub enum Consumer {
     Embedded(EmbeddedConsumer),
+    Kafka(KafkaConsumer),
 }
 
 impl Bus {
@@ -40,6 +50,42 @@ impl Bus {
     pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
         match self {
             Bus::Embedded(log) => log.publish(topic, messages).await.map(|_| ()),
+            Bus::Kafka(k) => k.publish(topic, messages).await,
+        }
+    }
+
+    /// Creates the topics that do not exist yet.
+    pub async fn ensure_topics(&self, topics: &[TopicSpec]) -> Result<(), BusError> {
+        match self {
+            Bus::Embedded(log) => log.ensure_topics(topics).await,
+            Bus::Kafka(k) => k.ensure_topics(topics).await,
+        }
+    }
+
+    /// Appends `messages` inside the caller's store transaction, so that they are
+    /// published exactly when the caller's rows commit: into the embedded log, or into
+    /// the outbox that is relayed to Kafka. The caller commits, then calls [`Self::wake`].
+    pub async fn append_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        topic: &TopicSpec,
+        messages: &[Message],
+    ) -> Result<(), BusError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Bus::Embedded(log) => log.append_in(tx, topic, messages).await.map(|_| ()),
+            Bus::Kafka(k) => outbox::stage_in(tx, k.store().backend(), topic, messages).await,
+        }
+    }
+
+    /// After a transaction that called [`Self::append_in`] committed: wakes this
+    /// process's consumers of `topic` (embedded log) or the outbox relay (Kafka).
+    pub fn wake(&self, topic: &str) {
+        match self {
+            Bus::Embedded(log) => log.wake(topic),
+            Bus::Kafka(k) => k.outbox_written(),
         }
     }
 
@@ -48,6 +94,7 @@ impl Bus {
     pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
         match self {
             Bus::Embedded(log) => log.scan(topic).await,
+            Bus::Kafka(k) => k.scan(topic).await,
         }
     }
 
@@ -56,6 +103,7 @@ impl Bus {
     pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<Consumer, BusError> {
         match self {
             Bus::Embedded(log) => Ok(Consumer::Embedded(log.consumer(group, topics).await?)),
+            Bus::Kafka(k) => Ok(Consumer::Kafka(k.consumer(group, topics).await?)),
         }
     }
 }
@@ -65,6 +113,7 @@ impl Consumer {
     pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
         match self {
             Consumer::Embedded(c) => c.poll(max, wait).await,
+            Consumer::Kafka(c) => c.poll(max, wait).await,
         }
     }
 
@@ -72,13 +121,14 @@ impl Consumer {
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
         match self {
             Consumer::Embedded(c) => c.commit(records).await,
+            Consumer::Kafka(c) => c.commit(records).await,
         }
     }
 
     /// Publishes `outputs` (messages per topic, in order per key) and marks `records`
-    /// processed, atomically: either both are durable or neither is. This is Kafka's
-    /// transactional produce with the consumer's offsets in the transaction; on the
-    /// embedded log it is one store transaction.
+    /// processed. On the embedded log this is one store transaction: both are durable or
+    /// neither is. On Kafka the outputs are acknowledged before the offsets are stored,
+    /// so a crash in between redelivers the batch to idempotent stages.
     pub async fn publish_and_commit(
         &mut self,
         outputs: &[(TopicSpec, Vec<Message>)],
@@ -86,6 +136,7 @@ impl Consumer {
     ) -> Result<(), BusError> {
         match self {
             Consumer::Embedded(c) => c.publish_and_commit(outputs, records).await,
+            Consumer::Kafka(c) => c.publish_and_commit(outputs, records).await,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use schemas::upload::UploadReceived;
 
-use crate::bus::{EmbeddedLog, Message, TopicSpec};
+use crate::bus::{Bus, Message, TopicSpec};
 use crate::intake::{claim_key, into_store};
 use crate::stages::decide::DomainEvent;
 use crate::store::uploads::insert_upload_in;
@@ -13,29 +13,29 @@ use crate::store::{NewUpload, Store, StoreError};
 /// Records the upload (`pending`) and its command on `topic`.
 pub async fn accept(
     store: &Store,
-    log: &EmbeddedLog,
+    bus: &Bus,
     topic: &TopicSpec,
     upload: &NewUpload,
     command: &UploadReceived,
 ) -> Result<(), StoreError> {
-    write(store, log, topic, upload, command).await
+    write(store, bus, topic, upload, command).await
 }
 
 /// Records the refused upload (`failed`) and its `upload.failed` event on `events`.
 pub async fn refuse(
     store: &Store,
-    log: &EmbeddedLog,
+    bus: &Bus,
     events: &TopicSpec,
     upload: &NewUpload,
     event: &DomainEvent,
 ) -> Result<(), StoreError> {
-    write(store, log, events, upload, event).await
+    write(store, bus, events, upload, event).await
 }
 
 /// The row and its record, keyed like the claim's records, in one transaction.
 async fn write(
     store: &Store,
-    log: &EmbeddedLog,
+    bus: &Bus,
     topic: &TopicSpec,
     upload: &NewUpload,
     record: &impl serde::Serialize,
@@ -46,10 +46,10 @@ async fn write(
     };
     let mut tx = store.writer().begin().await?;
     insert_upload_in(&mut tx, upload).await?;
-    log.append_in(&mut tx, topic, std::slice::from_ref(&message))
+    bus.append_in(&mut tx, topic, std::slice::from_ref(&message))
         .await
         .map_err(into_store)?;
     tx.commit().await?;
-    log.wake(&topic.name);
+    bus.wake(&topic.name);
     Ok(())
 }

@@ -1,7 +1,9 @@
-//! The two stores: a SQLite file in the test's temporary folder, or a fresh PostgreSQL
-//! database created for the test and dropped after it. PostgreSQL is found through
-//! `CLAIMS_TEST_POSTGRES_URL` (default: the local server, user postgres); when it is
-//! unreachable the PostgreSQL tests fail rather than skip.
+//! The backends: the embedded default (a SQLite file in the test's temporary folder, the
+//! log in it), PostgreSQL (a fresh database created for the test and dropped after it),
+//! and Kafka with PostgreSQL (the broker at `CLAIMS_TEST_KAFKA_BROKERS`, default
+//! 127.0.0.1:9092, with topics named for the test). PostgreSQL is found through
+//! `CLAIMS_TEST_POSTGRES_URL` (default: the local server, user postgres). When a server
+//! is unreachable its tests fail rather than skip.
 
 use std::path::Path;
 
@@ -11,6 +13,15 @@ use sqlx::{Connection, Executor};
 pub enum Backend {
     Sqlite,
     Postgres,
+    /// The Kafka bus, with PostgreSQL as the store.
+    #[allow(dead_code)] // the crash test, which shares this file, uses the stores only
+    Kafka,
+}
+
+/// The broker the Kafka tests use.
+#[allow(dead_code)]
+pub fn kafka_brokers() -> String {
+    std::env::var("CLAIMS_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
 
 /// A database that lives as long as the test.
@@ -31,7 +42,7 @@ impl Database {
                 url: format!("sqlite://{}", dir.join("claims.db").display()),
                 pg: None,
             },
-            Backend::Postgres => {
+            Backend::Postgres | Backend::Kafka => {
                 let admin = admin_url();
                 let name = format!("claims_test_{}", uuid::Uuid::new_v4().simple());
                 let mut conn = sqlx::PgConnection::connect(&admin)

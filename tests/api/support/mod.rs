@@ -44,6 +44,23 @@ macro_rules! both_backends {
     };
 }
 
+/// Like [`both_backends!`], plus `kafka::name` on the Kafka bus with PostgreSQL: for
+/// the suites that exercise the pipeline.
+#[macro_export]
+macro_rules! all_backends {
+    ($($name:ident),+ $(,)?) => {
+        $crate::both_backends!($($name),+);
+        mod kafka {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Kafka).await
+                }
+            )+
+        }
+    };
+}
+
 /// A running service and what a test needs to talk to it.
 pub struct TestApp {
     pub addr: SocketAddr,
@@ -76,6 +93,17 @@ impl TestApp {
     pub async fn spawn_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> Self {
         let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
         let db = std::sync::Arc::new(Database::create(backend, dir.path()).await);
+        if backend == Backend::Kafka {
+            // Topics of their own, so that tests sharing the broker never meet.
+            let prefix = format!("t{}.", uuid::Uuid::new_v4().simple());
+            return Self::spawn_on(db, dir, move |s| {
+                s.kafka_brokers = Some(backend::kafka_brokers());
+                s.topic_prefix = prefix;
+                s.partitions = 4;
+                tweak(s)
+            })
+            .await;
+        }
         Self::spawn_on(db, dir, tweak).await
     }
 

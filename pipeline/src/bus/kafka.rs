@@ -1,0 +1,492 @@
+//! The Kafka bus, through rdkafka: the same topics, keys, partitions and consumer
+//! groups as the embedded log, on a broker that spreads them over processes and
+//! machines.
+//!
+//! - The producer is idempotent (`enable.idempotence`): a retried produce is written
+//!   once, and one key's records stay in order.
+//! - A record's partition is [`partition_for`] its key, as on the embedded log, so a
+//!   claim's records share a partition on every topic whichever backend wrote them.
+//! - A consumer stores a batch's offsets only after every output of the batch was
+//!   acknowledged by the broker (`enable.auto.offset.store=false`), then commits them.
+//!   There are no Kafka transactions (not every Kafka-protocol broker has them): a
+//!   crash between the outputs and the commit redelivers the batch, and the stages are
+//!   idempotent (deterministic ids, version-guarded upserts), so nothing is doubled.
+//! - Work that must commit with rows of the store (an accepted claim, an upload, an
+//!   officer's decision) goes through the store's outbox ([`super::outbox`]).
+//! - The service creates its topics at start; state topics get `cleanup.policy=compact`,
+//!   and readers of them take the latest record per key, so the service stays correct on
+//!   a broker that keeps every version.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tokio::sync::Notify;
+
+use super::record::{partition_for, Message, Record};
+use super::topic::TopicSpec;
+use super::BusError;
+use crate::clock::now_ms;
+use crate::store::Store;
+
+/// How long a metadata or offsets request to the broker may take.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a produced record may wait for the broker's acknowledgement.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the broker is and how topics are created on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSettings {
+    /// `host:port[,host:port…]` (`CLAIMS_KAFKA_BROKERS`).
+    pub brokers: String,
+    /// Replicas of each topic the service creates (`CLAIMS_KAFKA_REPLICATION`).
+    pub replication: u16,
+    /// Put before each consumer group's name, as the topic prefix is before each
+    /// topic's: deployments sharing a broker share neither topics nor groups.
+    pub group_prefix: String,
+}
+
+#[derive(Clone)]
+pub struct KafkaBus {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: KafkaSettings,
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    store: Store,
+    /// Wakes this process's outbox relay after a transaction wrote to the outbox.
+    outbox: Notify,
+}
+
+impl std::fmt::Debug for KafkaBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaBus")
+            .field("brokers", &self.inner.settings.brokers)
+            .finish_non_exhaustive()
+    }
+}
+
+fn broker(e: KafkaError) -> BusError {
+    BusError::Broker(e.to_string())
+}
+
+impl KafkaBus {
+    /// Clients for `settings.brokers`; nothing is sent until the first request. `store`
+    /// holds the outbox.
+    pub fn connect(settings: KafkaSettings, store: Store) -> Result<Self, BusError> {
+        let base = client_config(&settings.brokers);
+        let producer: FutureProducer = base
+            .clone()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
+            .create()
+            .map_err(broker)?;
+        let admin: AdminClient<DefaultClientContext> = base.create().map_err(broker)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                settings,
+                producer,
+                admin,
+                store,
+                outbox: Notify::new(),
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Wakes the outbox relay: a transaction that wrote to the outbox committed.
+    pub fn outbox_written(&self) {
+        self.inner.outbox.notify_one();
+    }
+
+    pub(super) async fn outbox_notified(&self) {
+        self.inner.outbox.notified().await;
+    }
+
+    /// Creates the topics that do not exist yet, compacted ones with
+    /// `cleanup.policy=compact`.
+    pub async fn ensure_topics(&self, topics: &[TopicSpec]) -> Result<(), BusError> {
+        let replication = i32::from(self.inner.settings.replication.max(1));
+        let new: Vec<NewTopic<'_>> = topics
+            .iter()
+            .map(|t| {
+                let n = NewTopic::new(
+                    &t.name,
+                    t.partitions as i32,
+                    TopicReplication::Fixed(replication),
+                );
+                if t.compacted {
+                    n.set("cleanup.policy", "compact")
+                } else {
+                    n
+                }
+            })
+            .collect();
+        let results = self
+            .inner
+            .admin
+            .create_topics(&new, &AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT)))
+            .await
+            .map_err(broker)?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => {
+                    return Err(BusError::Broker(format!("cannot create topic {name}: {code}")))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Produces `messages` to their key's partitions and waits until the broker has
+    /// acknowledged every one.
+    pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
+        let placed: Vec<(u32, &Message)> = messages
+            .iter()
+            .map(|m| (partition_for(&m.key, topic.partitions), m))
+            .collect();
+        self.produce(
+            placed
+                .iter()
+                .map(|(p, m)| (topic.name.as_str(), *p, m.key.as_str(), &m.value[..], None)),
+        )
+        .await
+    }
+
+    /// Produces (topic, partition, key, value, timestamp) records, all enqueued before
+    /// any acknowledgement is awaited, so a batch costs one round of broker latency.
+    pub(super) async fn produce<'a>(
+        &self,
+        records: impl Iterator<Item = (&'a str, u32, &'a str, &'a [u8], Option<i64>)>,
+    ) -> Result<(), BusError> {
+        let mut pending = Vec::new();
+        for (topic, partition, key, value, timestamp) in records {
+            let mut record = FutureRecord::to(topic)
+                .partition(partition as i32)
+                .key(key)
+                .payload(value);
+            if let Some(ts) = timestamp {
+                record = record.timestamp(ts);
+            }
+            let mut record = Some(record);
+            // A full local queue drains as acknowledgements arrive: wait and retry.
+            loop {
+                let Some(r) = record.take() else { break };
+                match self.inner.producer.send_result(r) {
+                    Ok(delivery) => pending.push(delivery),
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                        record = Some(r);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    Err((e, _)) => return Err(broker(e)),
+                }
+            }
+        }
+        for delivery in pending {
+            match delivery.await {
+                Ok(Ok(_)) => {}
+                Ok(Err((e, _))) => return Err(broker(e)),
+                Err(_) => return Err(BusError::Broker("the producer was closed".into())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record of `topic` from the beginning up to its end when called, in order per
+    /// partition.
+    pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
+        let ends = self.watermarks(topic).await?;
+        let from: Vec<(u32, i64, i64)> = ends.into_iter().filter(|(_, lo, hi)| hi > lo).collect();
+        self.read_ranges(&topic.name, from).await
+    }
+
+    /// The latest `limit` records of `topic` over all its partitions, oldest first.
+    pub async fn latest(&self, topic: &TopicSpec, limit: usize) -> Result<Vec<Record>, BusError> {
+        let ends = self.watermarks(topic).await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let ranges = ends
+            .into_iter()
+            .filter(|(_, lo, hi)| hi > lo)
+            .map(|(p, lo, hi)| (p, lo.max(hi - limit), hi))
+            .collect();
+        let mut records = self.read_ranges(&topic.name, ranges).await?;
+        records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
+        let skip = records.len().saturating_sub(limit as usize);
+        Ok(records.split_off(skip))
+    }
+
+    /// (partition, low, high) watermarks of each partition of `topic`.
+    pub async fn watermarks(&self, topic: &TopicSpec) -> Result<Vec<(u32, i64, i64)>, BusError> {
+        let consumer = self.reader()?;
+        let (name, partitions) = (topic.name.clone(), topic.partitions);
+        blocking(move || {
+            (0..partitions)
+                .map(|p| {
+                    consumer
+                        .fetch_watermarks(&name, p as i32, BROKER_TIMEOUT)
+                        .map(|(lo, hi)| (p, lo, hi))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+    }
+
+    /// Per group of `groups`: its committed next offset on each partition of `topic`
+    /// that it ever committed.
+    pub async fn group_offsets(
+        &self,
+        topic: &TopicSpec,
+        groups: &[String],
+    ) -> Result<Vec<(String, u32, i64)>, BusError> {
+        let brokers = self.inner.settings.brokers.clone();
+        let (name, partitions, groups) = (topic.name.clone(), topic.partitions, groups.to_vec());
+        blocking(move || {
+            let mut out = Vec::new();
+            for group in groups {
+                let consumer: BaseConsumer = client_config(&brokers)
+                    .set("group.id", &group)
+                    .set("enable.auto.commit", "false")
+                    .create()?;
+                let mut tpl = TopicPartitionList::new();
+                for p in 0..partitions {
+                    tpl.add_partition(&name, p as i32);
+                }
+                let committed = consumer.committed_offsets(tpl, BROKER_TIMEOUT)?;
+                for e in committed.elements() {
+                    if let Offset::Offset(o) = e.offset() {
+                        out.push((group.clone(), e.partition() as u32, o));
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The consumer groups of this deployment (named with its prefix) that the broker
+    /// knows.
+    pub async fn groups(&self) -> Result<Vec<String>, BusError> {
+        let consumer = self.reader()?;
+        let prefix = self.inner.settings.group_prefix.clone();
+        blocking(move || {
+            let list = consumer.fetch_group_list(None, BROKER_TIMEOUT)?;
+            Ok(list
+                .groups()
+                .iter()
+                .map(|g| g.name().to_owned())
+                .filter(|g| g.starts_with(&prefix))
+                .collect())
+        })
+        .await
+    }
+
+    /// A consumer outside any group, for reads by assignment.
+    fn reader(&self) -> Result<BaseConsumer, BusError> {
+        client_config(&self.inner.settings.brokers)
+            .set("group.id", "claims-reader")
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(broker)
+    }
+
+    /// Reads `[from, to)` of each listed partition of `topic`.
+    async fn read_ranges(
+        &self,
+        topic: &str,
+        ranges: Vec<(u32, i64, i64)>,
+    ) -> Result<Vec<Record>, BusError> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let consumer = self.reader()?;
+        let topic = topic.to_owned();
+        blocking(move || {
+            let mut tpl = TopicPartitionList::new();
+            let mut until: HashMap<i32, i64> = HashMap::new();
+            for (p, from, to) in &ranges {
+                tpl.add_partition_offset(&topic, *p as i32, Offset::Offset(*from))?;
+                until.insert(*p as i32, *to);
+            }
+            consumer.assign(&tpl)?;
+            let mut out = Vec::new();
+            let deadline = std::time::Instant::now() + BROKER_TIMEOUT * 3;
+            while !until.is_empty() {
+                if std::time::Instant::now() > deadline {
+                    return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::RequestTimedOut));
+                }
+                let Some(m) = consumer.poll(Duration::from_millis(200)) else {
+                    continue;
+                };
+                let m = m?;
+                let Some(end) = until.get(&m.partition()).copied() else {
+                    continue;
+                };
+                if m.offset() < end {
+                    out.push(to_record(&m));
+                }
+                if m.offset() + 1 >= end {
+                    until.remove(&m.partition());
+                }
+            }
+            out.sort_by_key(|r: &Record| (r.partition, r.offset));
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Joins consumer group `group` on `topics`: the broker assigns this process its
+    /// share of the partitions, and a new group starts from the beginning.
+    pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<KafkaConsumer, BusError> {
+        self.ensure_topics(topics).await?;
+        let group = format!("{}{group}", self.inner.settings.group_prefix);
+        let consumer: StreamConsumer = client_config(&self.inner.settings.brokers)
+            .set("group.id", &group)
+            .set("enable.auto.commit", "true")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .map_err(broker)?;
+        let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+        consumer.subscribe(&names).map_err(broker)?;
+        Ok(KafkaConsumer {
+            bus: self.clone(),
+            consumer,
+        })
+    }
+}
+
+fn client_config(brokers: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers)
+        .set("client.id", "claims")
+        // Keep librdkafka's own log lines at warnings and above.
+        .set("log_level", "4");
+    c
+}
+
+/// Runs a blocking librdkafka call off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, KafkaError> + Send + 'static,
+) -> Result<T, BusError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BusError::Broker(e.to_string()))?
+        .map_err(broker)
+}
+
+fn to_record<M: rdkafka::Message>(m: &M) -> Record {
+    Record {
+        topic: m.topic().to_owned(),
+        partition: m.partition() as u32,
+        offset: m.offset(),
+        key: m
+            .key()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .unwrap_or_default(),
+        value: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+        timestamp_ms: m.timestamp().to_millis().unwrap_or_else(now_ms),
+    }
+}
+
+/// This process's member of a consumer group.
+pub struct KafkaConsumer {
+    bus: KafkaBus,
+    consumer: StreamConsumer,
+}
+
+impl std::fmt::Debug for KafkaConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaConsumer").finish_non_exhaustive()
+    }
+}
+
+impl KafkaConsumer {
+    /// Up to `max` records, waiting up to `wait` for the first; the rest are what the
+    /// client has already fetched.
+    pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
+        let mut out = Vec::new();
+        match tokio::time::timeout(wait, self.consumer.recv()).await {
+            Err(_) => return Ok(out),
+            Ok(m) => out.push(to_record(&m.map_err(broker)?)),
+        }
+        // A zero timeout still polls once: it takes what is ready without waiting.
+        while out.len() < max {
+            match tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await {
+                Ok(Ok(m)) => out.push(to_record(&m)),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "A consumer error; the batch ends here.");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stores and commits, per partition, the offset after the last of `records`.
+    pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
+        let mut next: HashMap<(&str, u32), i64> = HashMap::new();
+        for r in records {
+            let e = next.entry((r.topic.as_str(), r.partition)).or_insert(0);
+            *e = (*e).max(r.offset + 1);
+        }
+        if next.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, p), o) in next {
+            tpl.add_partition_offset(topic, p as i32, Offset::Offset(o))
+                .map_err(broker)?;
+        }
+        // A partition taken away by a rebalance refuses the store: its new owner
+        // redelivers those records, which the stages absorb.
+        if let Err(e) = self.consumer.store_offsets(&tpl) {
+            tracing::debug!(error = %e, "Offsets not stored (partition reassigned).");
+            return Ok(());
+        }
+        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+            tracing::debug!(error = %e, "Commit deferred to the next one.");
+        }
+        Ok(())
+    }
+
+    /// Produces `outputs`, waits for every acknowledgement, then commits `records`. Not
+    /// atomic: a crash in between redelivers the batch, which idempotent stages absorb.
+    pub async fn publish_and_commit(
+        &mut self,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        let placed: Vec<(&str, u32, &Message)> = outputs
+            .iter()
+            .flat_map(|(t, ms)| {
+                ms.iter()
+                    .map(move |m| (t.name.as_str(), partition_for(&m.key, t.partitions), m))
+            })
+            .collect();
+        self.bus
+            .produce(
+                placed
+                    .iter()
+                    .map(|(t, p, m)| (*t, *p, m.key.as_str(), &m.value[..], None)),
+            )
+            .await?;
+        self.commit(records).await
+    }
+}
