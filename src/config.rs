@@ -237,7 +237,10 @@ impl Config {
                 if s.kafka_replication == 0 {
                     bail!("CLAIMS_KAFKA_REPLICATION must be at least 1");
                 }
-                if brokers.split(',').any(|b| b.trim().rsplit_once(':').is_none()) {
+                if brokers
+                    .split(',')
+                    .any(|b| b.trim().rsplit_once(':').is_none())
+                {
                     bail!("CLAIMS_KAFKA_BROKERS must be host:port, comma-separated");
                 }
                 Some(pipeline::bus::KafkaSettings {

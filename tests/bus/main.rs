@@ -1,6 +1,7 @@
-//! The embedded log against each store: ordering per key, commit and resume,
+//! The bus: the embedded log against each store (ordering per key, commit and resume,
 //! redelivery of uncommitted records, prompt wake-ups, the consumer-group lease,
-//! compaction and trimming, concurrent publishers.
+//! compaction and trimming, concurrent publishers), and the Kafka bus against a real
+//! broker for what the two share (`kafka::…`).
 
 // A test reports failure by panicking; unwrapping is the idiom here.
 #![allow(clippy::unwrap_used)]
@@ -11,36 +12,74 @@ mod backend;
 use std::time::{Duration, Instant};
 
 use backend::{Backend, Database};
-use pipeline::bus::{Bus, EmbeddedLog, Message, TopicSpec};
+use pipeline::bus::{Bus, EmbeddedLog, KafkaBus, KafkaSettings, Message, TopicSpec};
 use pipeline::store::{Store, StoreOptions};
 
-macro_rules! both_backends {
-    ($($name:ident),+ $(,)?) => {
+/// `shared` tests run on the embedded log over each store and on Kafka (`sqlite::…`,
+/// `postgres::…`, `kafka::…`); `embedded` tests only on the embedded log.
+macro_rules! buses {
+    (shared: [$($shared:ident),+ $(,)?], embedded: [$($embedded:ident),+ $(,)?] $(,)?) => {
         mod sqlite { $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Sqlite).await }
+            async fn $shared() { super::$shared(super::Backend::Sqlite).await }
+        )+ $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $embedded() { super::$embedded(super::Backend::Sqlite).await }
         )+ }
         mod postgres { $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Postgres).await }
+            async fn $shared() { super::$shared(super::Backend::Postgres).await }
+        )+ $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $embedded() { super::$embedded(super::Backend::Postgres).await }
+        )+ }
+        mod kafka { $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $shared() { super::$shared(super::Backend::Kafka).await }
         )+ }
     };
 }
 
-both_backends!(
-    records_come_back_in_order_per_key_with_their_offsets,
-    a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again,
-    a_waiting_consumer_wakes_as_soon_as_a_record_is_published,
-    one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
-    compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones,
-    concurrent_publishers_get_distinct_gapless_offsets,
-    outputs_and_the_commit_of_their_inputs_land_together,
+buses!(
+    shared: [
+        records_come_back_in_order_per_key_with_their_offsets,
+        a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again,
+        a_waiting_consumer_wakes_as_soon_as_a_record_is_published,
+    ],
+    embedded: [
+        one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
+        compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones,
+        concurrent_publishers_get_distinct_gapless_offsets,
+        outputs_and_the_commit_of_their_inputs_land_together,
+    ],
 );
 
 struct Fixture {
     store: Store,
+    backend: Backend,
     _db: Database,
     _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// The bus under test: the embedded log in the store, or Kafka with groups of this
+    /// test's own.
+    fn bus(&self) -> Bus {
+        match self.backend {
+            Backend::Kafka => Bus::Kafka(
+                KafkaBus::connect(
+                    KafkaSettings {
+                        brokers: backend::kafka_brokers(),
+                        replication: 1,
+                        group_prefix: format!("g{}.", uuid::Uuid::new_v4().simple()),
+                    },
+                    self.store.clone(),
+                )
+                .unwrap(),
+            ),
+            _ => Bus::Embedded(EmbeddedLog::new(self.store.clone())),
+        }
+    }
 }
 
 async fn fixture(b: Backend) -> Fixture {
@@ -51,6 +90,7 @@ async fn fixture(b: Backend) -> Fixture {
         .unwrap();
     Fixture {
         store,
+        backend: b,
         _db: db,
         _dir: dir,
     }
@@ -63,13 +103,18 @@ fn msg(key: &str, value: &str) -> Message {
     }
 }
 
+/// A topic of this test's own (a broker is shared by the tests).
 fn topic(name: &str, compacted: bool) -> TopicSpec {
-    TopicSpec::new(name, 4, compacted)
+    TopicSpec::new(
+        format!("{name}.{}", uuid::Uuid::new_v4().simple()),
+        4,
+        compacted,
+    )
 }
 
 async fn records_come_back_in_order_per_key_with_their_offsets(b: Backend) {
     let f = fixture(b).await;
-    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let bus = f.bus();
     let t = topic("claims.intake", false);
     let msgs: Vec<Message> = (0..30)
         .map(|i| msg(&format!("k{}", i % 5), &format!("v{i}")))
@@ -78,7 +123,7 @@ async fn records_come_back_in_order_per_key_with_their_offsets(b: Backend) {
     let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
     let mut got = Vec::new();
     while got.len() < 30 {
-        let batch = c.poll(7, Duration::from_secs(2)).await.unwrap();
+        let batch = c.poll(7, Duration::from_secs(20)).await.unwrap();
         assert!(!batch.is_empty() && batch.len() <= 7);
         got.extend(batch);
     }
@@ -123,8 +168,7 @@ async fn records_come_back_in_order_per_key_with_their_offsets(b: Backend) {
 async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(b: Backend) {
     let f = fixture(b).await;
     let t = topic("t", false);
-    let log = EmbeddedLog::new(f.store.clone());
-    let bus = Bus::Embedded(log.clone());
+    let bus = f.bus();
     bus.publish(
         &t,
         &(0..10)
@@ -134,16 +178,16 @@ async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(
     .await
     .unwrap();
     let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
-    let first = c.poll(4, Duration::from_secs(1)).await.unwrap();
+    let first = c.poll(4, Duration::from_secs(20)).await.unwrap();
     assert_eq!(first.len(), 4);
     c.commit(&first).await.unwrap();
-    let second = c.poll(4, Duration::from_secs(1)).await.unwrap();
+    let second = c.poll(4, Duration::from_secs(20)).await.unwrap();
     assert_eq!(second[0].offset, 4);
     drop(c); // crashed before committing `second`
 
     // The same process restarts its consumer: it resumes after the commit.
     let mut again = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
-    let redelivered = again.poll(100, Duration::from_secs(1)).await.unwrap();
+    let redelivered = again.poll(100, Duration::from_secs(20)).await.unwrap();
     assert_eq!(
         redelivered.iter().map(|r| r.offset).collect::<Vec<_>>(),
         (4..10).collect::<Vec<_>>()
@@ -151,7 +195,11 @@ async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(
     // Another group reads from the beginning.
     let mut other = bus.consumer("other", &[t]).await.unwrap();
     assert_eq!(
-        other.poll(100, Duration::from_secs(1)).await.unwrap().len(),
+        other
+            .poll(100, Duration::from_secs(20))
+            .await
+            .unwrap()
+            .len(),
         10
     );
 }
@@ -159,7 +207,7 @@ async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(
 async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
     let f = fixture(b).await;
     let t = topic("t", false);
-    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()));
+    let bus = f.bus();
     let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
     let publisher = bus.clone();
     let t2 = t.clone();

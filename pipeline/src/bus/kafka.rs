@@ -90,7 +90,10 @@ impl KafkaBus {
             .set("acks", "all")
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
-            .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string())
+            .set(
+                "message.timeout.ms",
+                DELIVERY_TIMEOUT.as_millis().to_string(),
+            )
             .create()
             .map_err(broker)?;
         let admin: AdminClient<DefaultClientContext> = base.create().map_err(broker)?;
@@ -140,14 +143,19 @@ impl KafkaBus {
         let results = self
             .inner
             .admin
-            .create_topics(&new, &AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT)))
+            .create_topics(
+                &new,
+                &AdminOptions::new().operation_timeout(Some(BROKER_TIMEOUT)),
+            )
             .await
             .map_err(broker)?;
         for r in results {
             match r {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((name, code)) => {
-                    return Err(BusError::Broker(format!("cannot create topic {name}: {code}")))
+                    return Err(BusError::Broker(format!(
+                        "cannot create topic {name}: {code}"
+                    )))
                 }
             }
         }
@@ -328,7 +336,9 @@ impl KafkaBus {
             let deadline = std::time::Instant::now() + BROKER_TIMEOUT * 3;
             while !until.is_empty() {
                 if std::time::Instant::now() > deadline {
-                    return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::RequestTimedOut));
+                    return Err(KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::RequestTimedOut,
+                    ));
                 }
                 let Some(m) = consumer.poll(Duration::from_millis(200)) else {
                     continue;
@@ -352,7 +362,11 @@ impl KafkaBus {
 
     /// Joins consumer group `group` on `topics`: the broker assigns this process its
     /// share of the partitions, and a new group starts from the beginning.
-    pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<KafkaConsumer, BusError> {
+    pub async fn consumer(
+        &self,
+        group: &str,
+        topics: &[TopicSpec],
+    ) -> Result<KafkaConsumer, BusError> {
         self.ensure_topics(topics).await?;
         let group = format!("{}{group}", self.inner.settings.group_prefix);
         let consumer: StreamConsumer = client_config(&self.inner.settings.brokers)

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 pub use embedded::{EmbeddedConsumer, EmbeddedLog};
 pub use error::BusError;
-pub use kafka::{KafkaBus, KafkaConsumer, KafkaSettings};
 pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};
+pub use kafka::{KafkaBus, KafkaConsumer, KafkaSettings};
 pub use record::{partition_for, Message, Record};
 pub use topic::TopicSpec;
 
