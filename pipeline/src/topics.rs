@@ -5,7 +5,11 @@ use crate::bus::TopicSpec;
 
 #[derive(Debug, Clone)]
 pub struct Topics {
-    /// Claim commands from REST or straight from payers.
+    /// Claims produced straight onto Kafka by payers, not yet checked.
+    pub submissions: TopicSpec,
+    /// Submissions refused, with the error body REST intake would have answered.
+    pub rejects: TopicSpec,
+    /// Accepted claims' commands, from REST or from `submissions`.
     pub intake: TopicSpec,
     /// Claims checked against their contract, with provider and contract facts.
     pub validated: TopicSpec,
@@ -34,6 +38,8 @@ impl Topics {
     pub fn new(prefix: &str, partitions: u32) -> Self {
         let name = |n: &str| format!("{prefix}{n}");
         Self {
+            submissions: TopicSpec::new(name("claims.submissions"), partitions, false),
+            rejects: TopicSpec::new(name("claims.rejects"), partitions, false),
             intake: TopicSpec::new(name("claims.intake"), partitions, false),
             validated: TopicSpec::new(name("claims.validated"), partitions, false),
             evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
@@ -54,6 +60,8 @@ impl Topics {
     /// Every topic, for maintenance and listings.
     pub fn all(&self) -> Vec<TopicSpec> {
         vec![
+            self.submissions.clone(),
+            self.rejects.clone(),
             self.intake.clone(),
             self.validated.clone(),
             self.evaluated.clone(),

@@ -3,7 +3,8 @@
 //! its tests. [`runner`] drives any stage on the bus: poll a batch, gather the state the
 //! batch needs, process, then publish the outputs and commit the batch together.
 //!
-//! The chain: `claims.intake` → validate → `claims.validated` → rules →
+//! The chain: (`claims.submissions` → submissions, for claims produced straight onto
+//! Kafka, refusals on `claims.rejects`) `claims.intake` → validate → `claims.validated` → rules →
 //! `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided` (+ domain
 //! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
 //! review task); `claims.workflow` (officers' decisions) → workflow → `claims.decided`
@@ -18,6 +19,7 @@ pub mod rules;
 pub mod runner;
 pub mod scan;
 pub mod snapshot;
+pub mod submissions;
 pub mod validate;
 pub mod webhooks;
 pub mod workflow;
@@ -36,8 +38,17 @@ use crate::topics::Topics;
 
 /// The stages, by the names `claims serve --stages` takes. `webhooks` is the
 /// dispatcher with its sender.
-pub const NAMES: [&str; 9] = [
-    "validate", "rules", "fraud", "decide", "snapshot", "workflow", "webhooks", "scan", "ocr",
+pub const NAMES: [&str; 10] = [
+    "submissions",
+    "validate",
+    "rules",
+    "fraud",
+    "decide",
+    "snapshot",
+    "workflow",
+    "webhooks",
+    "scan",
+    "ocr",
 ];
 
 /// What the stages share.
@@ -74,6 +85,12 @@ pub async fn spawn(
             }};
         }
         match name.as_str() {
+            "submissions" => go!(submissions::Submissions {
+                topics: t,
+                config: deps.config.clone(),
+                store: deps.store.clone(),
+                bus: deps.bus.clone()
+            }),
             "validate" => go!(validate::Validate {
                 topics: t,
                 config: deps.config.clone()

@@ -78,6 +78,22 @@ impl Store {
         row.map(ClaimRow::into_view).transpose()
     }
 
+    /// When a claim was received and its submission as stored (JSON): how a redelivered
+    /// Kafka submission recognises the claim it created itself.
+    pub async fn claim_receipt(
+        &self,
+        tenant_id: &str,
+        claim_id: &str,
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT received_at, submission FROM claims WHERE tenant_id = $1 AND claim_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(claim_id)
+        .fetch_optional(self.writer())
+        .await?)
+    }
+
     /// Every claim of a tenant with its `received_at`, oldest first, read page by page:
     /// for operators' checks and benchmarks, not for the API.
     pub async fn all_claims(&self, tenant_id: &str) -> Result<Vec<(i64, ClaimView)>, StoreError> {
