@@ -73,7 +73,8 @@ ensure_python_tools() {
     log "Creating a Python environment at $venv"
     python3 -m venv "$venv"
   fi
-  "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0"
+  "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0" \
+    "confluent-kafka==2.16.1" "fastavro==1.13.1"
   export CLAIMS_PYTHON="$venv/bin/python"
 }
 

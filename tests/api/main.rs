@@ -16,6 +16,7 @@ mod errors;
 mod forged_tokens;
 mod health;
 mod idempotency;
+mod kafka_intake;
 mod multi_process;
 mod openapi;
 mod pipeline;

@@ -157,17 +157,7 @@ fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
 
 /// Verifies a delivery with Python's `standardwebhooks` (installed by `scripts/test`).
 fn verify_with_standardwebhooks(secret: &str, hit: &Hit) {
-    let python = std::env::var("CLAIMS_PYTHON").unwrap_or_else(|_| {
-        let venv = format!(
-            "{}/.cache/claims/venv/bin/python",
-            std::env::var("HOME").unwrap_or_default()
-        );
-        if std::path::Path::new(&venv).exists() {
-            venv
-        } else {
-            "python3".into()
-        }
-    });
+    let python = crate::support::python();
     let script = "import sys, json\n\
                   from standardwebhooks.webhooks import Webhook\n\
                   secret, wid, ts, sig = sys.argv[1:5]\n\

@@ -61,6 +61,22 @@ macro_rules! all_backends {
     };
 }
 
+/// The Python with the independent clients the tests use (`standardwebhooks`,
+/// `confluent-kafka`), installed by `scripts/test`.
+pub fn python() -> String {
+    std::env::var("CLAIMS_PYTHON").unwrap_or_else(|_| {
+        let venv = format!(
+            "{}/.cache/claims/venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        );
+        if std::path::Path::new(&venv).exists() {
+            venv
+        } else {
+            "python3".into()
+        }
+    })
+}
+
 /// A running service and what a test needs to talk to it.
 pub struct TestApp {
     pub addr: SocketAddr,
