@@ -107,7 +107,7 @@ ensure_kafka_broker() {
   log "Starting nisshi on $addr (data in $dir)"
   nohup "$root/bin/nisshi" broker \
     --listener-url "tcp://$addr" --advertised-listener-url "tcp://$addr" \
-    --storage-engine "sqlite://$dir/broker.db" --group-initial-rebalance-delay 0s \
+    --storage-engine "sqlite:///$dir/broker.db" --group-initial-rebalance-delay 0s \
     >"$dir/broker.log" 2>&1 &
   for _ in $(seq 1 60); do
     (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
