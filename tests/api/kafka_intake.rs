@@ -81,7 +81,12 @@ async fn claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest
         ],
     );
 
-    // The good one is processed like a REST claim.
+    // The good one is processed like a REST claim, once the stage has taken it in.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.get("/claims/CLM-K1", &s.access).await.status != StatusCode::OK {
+        assert!(Instant::now() < deadline, "CLM-K1 was never accepted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let c = decided(&app, &s, "CLM-K1").await;
     assert_eq!(c["status"], "completed");
     assert_eq!(c["outcome"], "ADJUDICATED");
