@@ -175,19 +175,8 @@ async fn fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one(b: Ba
     assert_eq!(intake_records(&app, 1).await.len(), 1, "one command");
 }
 
-/// The intake topic's records once `n` are there, or after 10 s: on Kafka a command
-/// reaches its topic through the outbox moments after its 202. A little longer is
-/// allowed for any record beyond `n`, which would be a defect.
 async fn intake_records(app: &TestApp, n: usize) -> Vec<pipeline::bus::Record> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let records = app.state.bus.scan(&app.state.topics.intake).await.unwrap();
-        if records.len() >= n || std::time::Instant::now() > deadline {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            return app.state.bus.scan(&app.state.topics.intake).await.unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.records_of(&app.state.topics.intake, n).await
 }
 
 async fn a_batch_checks_each_item_and_answers_in_input_order(b: Backend) {

@@ -94,7 +94,12 @@ async fn claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest
     assert_eq!(c["rulebook_version"], 1);
 
     // The others are refused with REST intake's errors, and nothing of them is stored.
-    let rejects = records(&app, &app.state.topics.rejects, 4).await;
+    let rejects: Vec<Value> = app
+        .records_of(&app.state.topics.rejects, 4)
+        .await
+        .iter()
+        .map(|r| serde_json::from_slice(&r.value).unwrap())
+        .collect();
     let mut got: Vec<(Option<&str>, &str, Option<&str>)> = rejects
         .iter()
         .map(|r| {
@@ -132,26 +137,4 @@ async fn claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest
     // The REST claim keeps its own submission.
     let rest = app.get("/claims/CLM-REST", &s.access).await;
     assert_eq!(rest.body["metadata"]["channel"], "api");
-}
-
-/// The JSON values of `topic` once `n` are there (or after 20 s), and a moment more
-/// for any extra one, which would be a defect.
-async fn records(app: &TestApp, topic: &pipeline::bus::TopicSpec, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let found = app.state.bus.scan(topic).await.unwrap();
-        if found.len() >= n || Instant::now() > deadline {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            return app
-                .state
-                .bus
-                .scan(topic)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|r| serde_json::from_slice(&r.value).unwrap())
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

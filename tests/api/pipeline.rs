@@ -35,18 +35,30 @@ pub async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
     }
 }
 
-/// The events of one claim on the events topic, in order.
+/// The events of one claim on the events topic, in order, once some are there and no
+/// more arrived for 300 ms (or after 10 s): they are published just after the claim's
+/// snapshot, and on Kafka an upload's through the outbox.
 pub async fn events(app: &TestApp, tenant: &str, id: &str) -> Vec<Value> {
     let key = format!("{tenant}/{id}");
-    app.state
-        .bus
-        .scan(&app.state.topics.events)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.key == key)
-        .map(|r| serde_json::from_slice(&r.value).unwrap())
-        .collect()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last: Vec<Value> = Vec::new();
+    loop {
+        let now: Vec<Value> = app
+            .state
+            .bus
+            .scan(&app.state.topics.events)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.key == key)
+            .map(|r| serde_json::from_slice(&r.value).unwrap())
+            .collect();
+        if (!now.is_empty() && now == last) || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Backend) {

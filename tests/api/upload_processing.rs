@@ -14,7 +14,7 @@ use crate::support::documents::{pdf, png_of, scanned_pdf_of};
 use crate::support::{Backend, Session, TestApp};
 use crate::uploads::{upload, with_claim};
 
-crate::both_backends!(
+crate::all_backends!(
     a_pdf_and_a_scanned_png_complete_with_their_text,
     a_scanned_pdf_without_a_text_layer_is_read_by_ocr,
     a_file_only_clamd_knows_fails_after_acceptance,

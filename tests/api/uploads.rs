@@ -11,7 +11,7 @@ use crate::pipeline::events;
 use crate::support::clamd::EICAR;
 use crate::support::{Backend, Reply, Session, TestApp};
 
-crate::both_backends!(
+crate::all_backends!(
     a_document_is_stored_and_queued_for_scanning,
     the_eicar_test_file_is_refused_at_once_and_announced,
     a_file_over_the_tenants_limit_is_413_and_nothing_is_kept,
@@ -137,7 +137,7 @@ async fn a_document_is_stored_and_queued_for_scanning(b: Backend) {
     assert!(files[0].ends_with(format!("acme/{id}")));
 
     // Its command is on the uploads topic for the scan stage.
-    let queued = app.state.bus.scan(&app.state.topics.uploads).await.unwrap();
+    let queued = app.records_of(&app.state.topics.uploads, 1).await;
     assert_eq!(queued.len(), 1);
     let command: Value = serde_json::from_slice(&queued[0].value).unwrap();
     assert_eq!(command["upload_id"], id.as_str());

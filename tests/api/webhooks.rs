@@ -18,7 +18,7 @@ use sha2::Sha256;
 use crate::claims::{claim, ready_tenant};
 use crate::support::{Backend, Session, TestApp};
 
-crate::both_backends!(
+crate::all_backends!(
     a_completed_claim_is_delivered_signed_as_the_contract_says,
     each_subscription_gets_only_its_event_kinds,
     three_failures_give_four_attempts_1_5_and_30_seconds_apart,

@@ -10,7 +10,7 @@ use crate::claims::{claim, ready_tenant};
 use crate::pipeline::{decided, events};
 use crate::support::{jwt, Backend, Session, TestApp};
 
-crate::both_backends!(
+crate::all_backends!(
     an_officer_approves_a_flagged_claim_and_its_events_follow_in_order,
     an_officer_declines_a_flagged_claim_naming_the_provider,
     only_the_holder_decides_and_a_done_task_stays_done,

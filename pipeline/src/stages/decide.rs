@@ -276,9 +276,8 @@ impl Stage for Decide {
                 .await
                 .map_err(|e| StageError::Transient(e.to_string()))?;
             let d = process(&claim, &settings, now);
-            for e in &d.events {
-                out.push(encode(&self.topics.events, claim.key(), e));
-            }
+            // Its events travel inside the decision: the snapshot stage announces them
+            // once the claim reads as decided.
             out.push(encode(&self.topics.decided, claim.key(), &d));
         }
         Ok(out)

@@ -4,11 +4,12 @@
 //! batch needs, process, then publish the outputs and commit the batch together.
 //!
 //! The chain: (`claims.submissions` → submissions, for claims produced straight onto
-//! Kafka, refusals on `claims.rejects`) `claims.intake` → validate → `claims.validated` → rules →
-//! `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided` (+ domain
-//! events on `claims.events`) → snapshot (the queryable claim, its audit record, its
-//! review task); `claims.workflow` (officers' decisions) → workflow → `claims.decided`
-//! (+ events); `claims.events` → webhooks (deliveries queued for the sender);
+//! Kafka, refusals on `claims.rejects`) `claims.intake` → validate → `claims.validated`
+//! → rules → `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided`
+//! (decisions with their domain events) → snapshot (the queryable claim, its audit
+//! record, its review task; then the events on `claims.events`); `claims.workflow`
+//! (officers' decisions) → workflow → `claims.decided`; `claims.events` → webhooks
+//! (deliveries queued for the sender);
 //! `uploads.received` → scan (`clamd`) → `uploads.scanned` → ocr (+ `upload.*` events).
 
 pub mod decide;

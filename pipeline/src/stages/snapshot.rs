@@ -1,9 +1,11 @@
 //! Stage 5, snapshot: input `claims.decided`. Writes each batch of decisions to the
 //! store in one transaction: the queryable claim, the decision's audit record and the
-//! review task of a flagged claim. It publishes nothing.
+//! review task of a flagged claim. Then it publishes each decision's domain events on
+//! `claims.events`: a webhook receiver or analyst who reads `claim.completed` and asks
+//! the API for the claim finds it completed.
 
 use super::decide::Decision;
-use super::runner::{decode_all, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::store::Store;
 use crate::topics::Topics;
@@ -28,6 +30,12 @@ impl Stage for Snapshot {
         let decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         self.store.write_decisions(&decisions).await?;
+        for d in &decisions {
+            let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+            for e in &d.events {
+                out.push(encode(&self.topics.events, key.clone(), e));
+            }
+        }
         Ok(out)
     }
 }

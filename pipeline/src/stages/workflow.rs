@@ -131,9 +131,6 @@ impl Stage for Workflow {
             let Some(d) = process(&cmd, &claim, fraud) else {
                 continue;
             };
-            for e in &d.events {
-                out.push(encode(&self.topics.events, cmd.key(), e));
-            }
             out.push(encode(&self.topics.decided, cmd.key(), &d));
         }
         Ok(out)

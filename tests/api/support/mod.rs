@@ -176,6 +176,25 @@ impl TestApp {
         }
     }
 
+    /// The records of `topic` once `n` are there, or after 20 s: on Kafka a command
+    /// reaches its topic through the outbox moments after its 202. A little longer is
+    /// allowed for any record beyond `n`, which would be a defect.
+    pub async fn records_of(
+        &self,
+        topic: &pipeline::bus::TopicSpec,
+        n: usize,
+    ) -> Vec<pipeline::bus::Record> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let found = self.state.bus.scan(topic).await.unwrap();
+            if found.len() >= n || std::time::Instant::now() > deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                return self.state.bus.scan(topic).await.unwrap();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
