@@ -98,6 +98,14 @@ async fn main() {
     if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
         envs.push(("CLAIMS_DATABASE_URL".into(), url));
     }
+    if let Ok(brokers) = std::env::var("CLAIMS_KAFKA_BROKERS") {
+        envs.push(("CLAIMS_KAFKA_BROKERS".into(), brokers));
+        // Topics and groups of this run's own, on a broker that may hold older runs'.
+        envs.push((
+            "CLAIMS_TOPIC_PREFIX".into(),
+            format!("bench{}.", std::process::id()),
+        ));
+    }
     create_bench_user(
         bin,
         &envs,
@@ -185,7 +193,12 @@ async fn main() {
     .await;
     assert_eq!(hook.status().as_u16(), 201, "the webhook is created");
 
-    println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
+    let bus = if envs.iter().any(|(k, _)| k == "CLAIMS_KAFKA_BROKERS") {
+        "Kafka"
+    } else {
+        "the embedded log"
+    };
+    println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}; bus: {bus}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
     let started = Instant::now();
     let accepted: usize = stream::iter((0..n).step_by(BATCH))
         .map(|start| {

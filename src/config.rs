@@ -56,7 +56,8 @@ pub struct Settings {
     /// Replicas of each topic the service creates on Kafka (`CLAIMS_KAFKA_REPLICATION`).
     pub kafka_replication: u16,
     /// A stable name of this process (e.g. a StatefulSet pod name): restarted, it takes
-    /// up its embedded-log leases at once; unset, a restart waits up to 5 s for them.
+    /// up its embedded-log leases (or, on Kafka, its static group memberships) at once;
+    /// unset, a restart waits up to 5 s (Kafka: 10 s) for them.
     /// Two live processes must not share it (`CLAIMS_INSTANCE_ID`).
     pub instance_id: Option<String>,
     /// Let webhooks reach loopback and private addresses, refused by default
@@ -247,6 +248,7 @@ impl Config {
                     brokers: brokers.to_owned(),
                     replication: s.kafka_replication,
                     group_prefix: s.topic_prefix.clone(),
+                    instance_id: s.instance_id.clone(),
                 })
             }
         };

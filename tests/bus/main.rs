@@ -72,6 +72,7 @@ impl Fixture {
                         brokers: backend::kafka_brokers(),
                         replication: 1,
                         group_prefix: format!("g{}.", uuid::Uuid::new_v4().simple()),
+                        instance_id: None,
                     },
                     self.store.clone(),
                 )

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use backend::{Backend, Database};
-use pipeline::bus::{Bus, EmbeddedLog};
+use pipeline::bus::{Bus, EmbeddedLog, KafkaBus, KafkaSettings};
 use pipeline::store::{Store, StoreOptions};
 use pipeline::topics::Topics;
 use rand::Rng;
@@ -35,6 +35,33 @@ async fn postgres_kill_9_loses_and_doubles_nothing() {
     crash_test(Backend::Postgres).await
 }
 
+/// On Kafka a kill between a batch's outputs and its commit redelivers the batch: an
+/// event may then be on the topic twice, always with the same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_kill_9_loses_and_doubles_nothing() {
+    crash_test(Backend::Kafka).await
+}
+
+/// Two processes in every stage's consumer group share the partitions; one is killed
+/// for good while claims flow, and the other takes over its partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_two_processes_share_the_work_and_one_killed_loses_nothing() {
+    run(Backend::Kafka, Plan::KillTheSecond).await
+}
+
+/// How the processes are killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// One process, killed and restarted `KILLS` times.
+    RestartOne,
+    /// Two processes; the second is killed once and stays dead.
+    KillTheSecond,
+}
+
+async fn crash_test(b: Backend) {
+    run(b, Plan::RestartOne).await
+}
+
 struct Env {
     vars: Vec<(String, String)>,
     base: String,
@@ -51,10 +78,14 @@ impl Env {
     }
 
     fn start(&self) -> Child {
+        self.start_logging_to(&self.log)
+    }
+
+    fn start_logging_to(&self, path: &std::path::Path) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&self.log)
+            .open(path)
             .unwrap();
         self.command(&["serve"])
             .stdout(Stdio::null())
@@ -113,10 +144,16 @@ fn claim(i: usize) -> Value {
     })
 }
 
-async fn crash_test(b: Backend) {
+async fn run(b: Backend, plan: Plan) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::create(b, dir.path()).await;
     let port = free_port();
+    let prefix = format!("crash{}.", uuid::Uuid::new_v4().simple());
+    let mut vars: Vec<(String, String)> = Vec::new();
+    if b == Backend::Kafka {
+        vars.push(("CLAIMS_KAFKA_BROKERS".into(), backend::kafka_brokers()));
+        vars.push(("CLAIMS_TOPIC_PREFIX".into(), prefix.clone()));
+    }
     let env = Env {
         vars: vec![
             ("CLAIMS_DATA_DIR".into(), dir.path().display().to_string()),
@@ -128,7 +165,10 @@ async fn crash_test(b: Backend) {
             // the stages are busy rather than while they wait for leases to expire.
             ("CLAIMS_INSTANCE_ID".into(), "crash-test".into()),
             ("RUST_LOG".into(), "warn".into()),
-        ],
+        ]
+        .into_iter()
+        .chain(vars)
+        .collect(),
         base: format!("http://127.0.0.1:{port}/api/v1"),
         log: dir.path().join("service.log"),
     };
@@ -254,8 +294,50 @@ async fn crash_test(b: Backend) {
         })
     };
 
+    // The second process: the same service on another port, under its own name, its
+    // stages logging each batch they finish.
+    let second = (plan == Plan::KillTheSecond).then(|| {
+        let mut other = Env {
+            vars: env.vars.clone(),
+            base: String::new(),
+            log: dir.path().join("second.log"),
+        };
+        for (k, v) in &mut other.vars {
+            match k.as_str() {
+                "CLAIMS_HTTP_ADDR" => {
+                    *v = format!("127.0.0.1:{}", free_port());
+                    other.base = format!("http://{v}/api/v1");
+                }
+                "CLAIMS_INSTANCE_ID" => *v = "crash-test-2".into(),
+                "RUST_LOG" => *v = "warn,pipeline::stages::runner=debug".into(),
+                _ => {}
+            }
+        }
+        let child = other.start_logging_to(&other.log);
+        (other, child)
+    });
     let mut kills_during_intake = 0;
-    for _ in 0..KILLS {
+    if let Some((other, mut child2)) = second {
+        // Killed as soon as it has taken a share of the work.
+        wait_ready(&client, &other.base).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&other.log)
+            .unwrap_or_default()
+            .contains("Batch done.")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the second process never got work; see {}",
+                other.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        child2.kill().unwrap();
+        child2.wait().unwrap();
+        kills_during_intake += usize::from(!submitter.is_finished());
+    }
+    let kills = if plan == Plan::RestartOne { KILLS } else { 0 };
+    for _ in 0..kills {
         let pause = rand::thread_rng().gen_range(150..700);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         if !submitter.is_finished() {
@@ -267,7 +349,7 @@ async fn crash_test(b: Backend) {
         wait_ready(&client, &env.base).await;
     }
     assert!(
-        kills_during_intake > 0,
+        kills_during_intake > 0 || plan == Plan::KillTheSecond,
         "no kill landed while claims were being submitted"
     );
     submitter.await.unwrap();
@@ -331,9 +413,29 @@ async fn crash_test(b: Backend) {
     );
 
     // Events: per claim, one id per kind, and the kinds its outcome calls for.
-    let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+    let (bus, topics) = match b {
+        Backend::Kafka => (
+            Bus::Kafka(
+                KafkaBus::connect(
+                    KafkaSettings {
+                        brokers: backend::kafka_brokers(),
+                        replication: 1,
+                        group_prefix: prefix.clone(),
+                        instance_id: None,
+                    },
+                    store.clone(),
+                )
+                .unwrap(),
+            ),
+            Topics::new(&prefix, 4),
+        ),
+        _ => (
+            Bus::Embedded(EmbeddedLog::new(store.clone())),
+            Topics::new("", 4),
+        ),
+    };
     let mut per_claim: HashMap<String, HashMap<String, HashSet<String>>> = HashMap::new();
-    for r in bus.scan(&Topics::new("", 4).events).await.unwrap() {
+    for r in bus.scan(&topics.events).await.unwrap() {
         let e: Value = serde_json::from_slice(&r.value).unwrap();
         per_claim
             .entry(e["data"]["claim_id"].as_str().unwrap().to_owned())

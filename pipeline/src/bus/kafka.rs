@@ -38,6 +38,8 @@ use crate::store::Store;
 
 /// How long a metadata or offsets request to the broker may take.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a consumer may go silent before the group gives its partitions to others.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a produced record may wait for the broker's acknowledgement.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -51,6 +53,10 @@ pub struct KafkaSettings {
     /// Put before each consumer group's name, as the topic prefix is before each
     /// topic's: deployments sharing a broker share neither topics nor groups.
     pub group_prefix: String,
+    /// This process's stable name (`CLAIMS_INSTANCE_ID`): set, its consumers are static
+    /// group members (`group.instance.id`), so a restarted process takes its partitions
+    /// back at once instead of after the dead one's session times out.
+    pub instance_id: Option<String>,
 }
 
 #[derive(Clone)]
@@ -369,13 +375,21 @@ impl KafkaBus {
     ) -> Result<KafkaConsumer, BusError> {
         self.ensure_topics(topics).await?;
         let group = format!("{}{group}", self.inner.settings.group_prefix);
-        let consumer: StreamConsumer = client_config(&self.inner.settings.brokers)
+        let mut config = client_config(&self.inner.settings.brokers);
+        config
             .set("group.id", &group)
             .set("enable.auto.commit", "true")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
-            .create()
-            .map_err(broker)?;
+            // A dead process's partitions move to the others after this long.
+            .set(
+                "session.timeout.ms",
+                SESSION_TIMEOUT.as_millis().to_string(),
+            );
+        if let Some(id) = &self.inner.settings.instance_id {
+            config.set("group.instance.id", format!("{id}.{group}"));
+        }
+        let consumer: StreamConsumer = config.create().map_err(broker)?;
         let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
         consumer.subscribe(&names).map_err(broker)?;
         Ok(KafkaConsumer {

@@ -14,12 +14,10 @@ pub enum Backend {
     Sqlite,
     Postgres,
     /// The Kafka bus, with PostgreSQL as the store.
-    #[allow(dead_code)] // the crash test, which shares this file, uses the stores only
     Kafka,
 }
 
 /// The broker the Kafka tests use.
-#[allow(dead_code)]
 pub fn kafka_brokers() -> String {
     std::env::var("CLAIMS_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
