@@ -17,7 +17,11 @@ pub async fn list(config: &Config) -> anyhow::Result<()> {
     let topics = Topics::new(&config.topic_prefix, config.partitions).all();
     let result = bus.describe(&topics).await;
     store.close().await;
-    print_json(&serde_json::json!({ "bus": "embedded", "topics": result? }));
+    let kind = match bus {
+        Bus::Embedded(_) => "embedded",
+        Bus::Kafka(_) => "kafka",
+    };
+    print_json(&serde_json::json!({ "bus": kind, "topics": result? }));
     Ok(())
 }
 
@@ -26,7 +30,10 @@ pub async fn tail(config: &Config, args: TailArgs) -> anyhow::Result<()> {
     let topics = Topics::new(&config.topic_prefix, config.partitions).all();
     let topic: TopicSpec = topics
         .iter()
-        .find(|t| t.name == args.topic)
+        // With or without the deployment's prefix.
+        .find(|t| {
+            t.name == args.topic || t.name == format!("{}{}", config.topic_prefix, args.topic)
+        })
         .cloned()
         .ok_or_else(|| {
             let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();

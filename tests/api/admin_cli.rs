@@ -15,6 +15,13 @@ crate::both_backends!(
     topics_shows_each_groups_lag_and_tails_a_topic,
 );
 
+mod kafka {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn topics_shows_each_groups_lag_and_tails_a_topic() {
+        super::topics_shows_each_groups_lag_and_tails_a_topic(crate::support::Backend::Kafka).await
+    }
+}
+
 /// Runs `claims …` against the app's store; answers the exit success, stdout JSON and
 /// stderr JSON.
 pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
@@ -25,14 +32,19 @@ pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
 
 /// [`claims`], with stdout and stderr as text.
 fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_claims"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_claims"));
+    command
         .args(args)
         .env_clear()
         .env("CLAIMS_DATA_DIR", &app.data_dir)
         .env("CLAIMS_DATABASE_URL", app.config.store.url())
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
+        .env("CLAIMS_TOPIC_PREFIX", &app.config.topic_prefix)
+        .env("CLAIMS_PARTITIONS", app.config.partitions.to_string())
+        .env("RUST_LOG", "error");
+    if let Some(k) = &app.config.kafka {
+        command.env("CLAIMS_KAFKA_BROKERS", &k.brokers);
+    }
+    let out = command.output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
@@ -196,11 +208,20 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
     // Validate commits its offsets with its outputs, so a decided claim was consumed.
     let (ok, listed, err) = claims(&app, &["topics"]);
     assert!(ok, "{err}");
-    let topic = |name: &str| named(&listed["topics"], "topic", name);
+    let kafka = b == Backend::Kafka;
+    assert_eq!(listed["bus"], if kafka { "kafka" } else { "embedded" });
+    // On Kafka, topics and groups carry the deployment's prefix.
+    let prefix = &app.config.topic_prefix;
+    let topic = |name: &str| named(&listed["topics"], "topic", &format!("{prefix}{name}"));
     let intake = topic("claims.intake");
     assert_eq!(intake["end_offset_total"], 2, "{intake}");
-    assert_eq!(intake["partitions"], 8);
-    let validate = named(&intake["groups"], "group", "validate");
+    assert_eq!(intake["partitions"], app.config.partitions);
+    let group = if kafka {
+        format!("{prefix}validate")
+    } else {
+        "validate".into()
+    };
+    let validate = named(&intake["groups"], "group", &group);
     assert_eq!(validate["lag"], 0, "{validate}");
     assert_eq!(
         validate["committed"]
@@ -220,7 +241,7 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 1, "{out}");
-    assert_eq!(lines[0]["topic"], "claims.events");
+    assert_eq!(lines[0]["topic"], format!("{prefix}claims.events"));
     assert_eq!(lines[0]["value"]["event"], "claim.completed");
     assert!(lines[0]["key"].as_str().unwrap().starts_with("acme/CLM-T"));
     let (ok, out, _) = claims_text(&app, &["topics", "tail", "claims.intake", "--limit", "5"]);

@@ -59,6 +59,11 @@ impl Bus {
     /// Size and consumer lag of each of `topics`.
     pub async fn describe(&self, topics: &[TopicSpec]) -> Result<Vec<TopicInfo>, BusError> {
         let mut out = Vec::with_capacity(topics.len());
+        // On Kafka each group's offsets on every topic come in one request.
+        let committed = match self {
+            Bus::Embedded(_) => Vec::new(),
+            Bus::Kafka(k) => k.group_offsets(topics, &k.groups().await?).await?,
+        };
         for t in topics {
             let (ends, offsets) = match self {
                 Bus::Embedded(log) => (
@@ -66,14 +71,18 @@ impl Bus {
                     log.group_offsets(&t.name).await?,
                 ),
                 Bus::Kafka(k) => {
-                    let groups = k.groups().await?;
                     let ends = k
                         .watermarks(t)
                         .await?
                         .into_iter()
                         .map(|(p, lo, hi)| (p, hi, hi - lo))
                         .collect::<Vec<_>>();
-                    (ends, k.group_offsets(t, &groups).await?)
+                    let offsets = committed
+                        .iter()
+                        .filter(|(_, topic, _, _)| *topic == t.name)
+                        .map(|(g, _, p, o)| (g.clone(), *p, *o))
+                        .collect::<Vec<_>>();
+                    (ends, offsets)
                 }
             };
             out.push(topic_info(t, &ends, &offsets));

@@ -261,15 +261,16 @@ impl KafkaBus {
         .await
     }
 
-    /// Per group of `groups`: its committed next offset on each partition of `topic`
-    /// that it ever committed.
+    /// Per group of `groups`: its committed next offset on each partition of `topics`
+    /// that it ever committed, as (group, topic, partition, offset). One request per
+    /// group.
     pub async fn group_offsets(
         &self,
-        topic: &TopicSpec,
+        topics: &[TopicSpec],
         groups: &[String],
-    ) -> Result<Vec<(String, u32, i64)>, BusError> {
+    ) -> Result<Vec<(String, String, u32, i64)>, BusError> {
         let brokers = self.inner.settings.brokers.clone();
-        let (name, partitions, groups) = (topic.name.clone(), topic.partitions, groups.to_vec());
+        let (topics, groups) = (topics.to_vec(), groups.to_vec());
         blocking(move || {
             let mut out = Vec::new();
             for group in groups {
@@ -278,13 +279,15 @@ impl KafkaBus {
                     .set("enable.auto.commit", "false")
                     .create()?;
                 let mut tpl = TopicPartitionList::new();
-                for p in 0..partitions {
-                    tpl.add_partition(&name, p as i32);
+                for t in &topics {
+                    for p in 0..t.partitions {
+                        tpl.add_partition(&t.name, p as i32);
+                    }
                 }
                 let committed = consumer.committed_offsets(tpl, BROKER_TIMEOUT)?;
                 for e in committed.elements() {
                     if let Offset::Offset(o) = e.offset() {
-                        out.push((group.clone(), e.partition() as u32, o));
+                        out.push((group.clone(), e.topic().to_owned(), e.partition() as u32, o));
                     }
                 }
             }
