@@ -15,6 +15,7 @@ crate::all_backends!(
     a_flag_rule_sends_a_claim_to_review_with_a_task,
     a_decline_rule_declines_a_claim,
     a_near_duplicate_is_scored_with_its_reason,
+    fraud_state_is_restored_from_its_topics_after_a_restart,
 );
 
 /// Polls the claim until it leaves `received`.
@@ -205,4 +206,37 @@ async fn a_near_duplicate_is_scored_with_its_reason(b: Backend) {
     assert_eq!(reasons[0]["code"], "NEAR_DUPLICATE", "{}", fraud.body);
     assert!(reasons[0]["detail"].as_str().unwrap().contains("CLM-1"));
     assert!(fraud.body["fraud_score"].as_f64().unwrap() >= 0.7);
+}
+
+/// The fraud stage keeps its state in memory and in compacted state topics: a restarted
+/// service must still know the claims scored before the restart.
+async fn fraud_state_is_restored_from_its_topics_after_a_restart(b: Backend) {
+    let mut first = TestApp::spawn(b).await;
+    let s = ready_tenant(&first, "acme").await;
+    first
+        .call(
+            Method::POST,
+            "/claims/intake",
+            Some(&s.access),
+            Some(claim("CLM-1")),
+        )
+        .await;
+    decided(&first, &s, "CLM-1").await;
+    first.stop().await;
+
+    let second = first.spawn_sibling(|_| {}).await;
+    let r = second
+        .call(
+            Method::POST,
+            "/claims/intake",
+            Some(&s.access),
+            Some(claim("CLM-2")),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    decided(&second, &s, "CLM-2").await;
+    let fraud = second.get("/claims/CLM-2/fraud", &s.access).await;
+    let reasons = fraud.body["reasons"].as_array().unwrap();
+    assert_eq!(reasons[0]["code"], "NEAR_DUPLICATE", "{}", fraud.body);
+    assert!(reasons[0]["detail"].as_str().unwrap().contains("CLM-1"));
 }

@@ -123,9 +123,18 @@ impl TestApp {
         Self::spawn_on(db, dir, tweak).await
     }
 
-    /// A second process on the same database (and data folder), as when scaling out.
+    /// A second process on the same database (and data folder), and on Kafka the same
+    /// broker, topics and groups, as when scaling out or restarting.
     pub async fn spawn_sibling(&self, tweak: impl FnOnce(&mut Settings)) -> Self {
-        Self::spawn_on(self._db.clone(), self._dir.clone(), tweak).await
+        let kafka = self.config.kafka.as_ref().map(|k| k.brokers.clone());
+        let (prefix, partitions) = (self.config.topic_prefix.clone(), self.config.partitions);
+        Self::spawn_on(self._db.clone(), self._dir.clone(), move |s| {
+            s.kafka_brokers = kafka;
+            s.topic_prefix = prefix;
+            s.partitions = partitions;
+            tweak(s)
+        })
+        .await
     }
 
     async fn spawn_on(
