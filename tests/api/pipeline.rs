@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::claims::{claim, ready_tenant};
+use crate::claims::{claim, ready_tenant, submit};
 use crate::support::{Backend, Session, TestApp};
 
 crate::all_backends!(
@@ -213,26 +213,12 @@ async fn a_near_duplicate_is_scored_with_its_reason(b: Backend) {
 async fn fraud_state_is_restored_from_its_topics_after_a_restart(b: Backend) {
     let mut first = TestApp::spawn(b).await;
     let s = ready_tenant(&first, "acme").await;
-    first
-        .call(
-            Method::POST,
-            "/claims/intake",
-            Some(&s.access),
-            Some(claim("CLM-1")),
-        )
-        .await;
+    submit(&first, &s, claim("CLM-1")).await;
     decided(&first, &s, "CLM-1").await;
     first.stop().await;
 
     let second = first.spawn_sibling(|_| {}).await;
-    let r = second
-        .call(
-            Method::POST,
-            "/claims/intake",
-            Some(&s.access),
-            Some(claim("CLM-2")),
-        )
-        .await;
+    let r = submit(&second, &s, claim("CLM-2")).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     decided(&second, &s, "CLM-2").await;
     let fraud = second.get("/claims/CLM-2/fraud", &s.access).await;

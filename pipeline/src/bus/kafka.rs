@@ -171,16 +171,7 @@ impl KafkaBus {
     /// Produces `messages` to their key's partitions and waits until the broker has
     /// acknowledged every one.
     pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
-        let placed: Vec<(u32, &Message)> = messages
-            .iter()
-            .map(|m| (partition_for(&m.key, topic.partitions), m))
-            .collect();
-        self.produce(
-            placed
-                .iter()
-                .map(|(p, m)| (topic.name.as_str(), *p, m.key.as_str(), &m.value[..], None)),
-        )
-        .await
+        self.produce(placed(topic, messages)).await
     }
 
     /// Produces (topic, partition, key, value, timestamp) records, all enqueued before
@@ -402,6 +393,22 @@ impl KafkaBus {
     }
 }
 
+/// `messages` as records for [`KafkaBus::produce`], each in its key's partition.
+fn placed<'a>(
+    topic: &'a TopicSpec,
+    messages: &'a [Message],
+) -> impl Iterator<Item = (&'a str, u32, &'a str, &'a [u8], Option<i64>)> {
+    messages.iter().map(move |m| {
+        (
+            topic.name.as_str(),
+            partition_for(&m.key, topic.partitions),
+            m.key.as_str(),
+            &m.value[..],
+            None,
+        )
+    })
+}
+
 fn client_config(brokers: &str) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", brokers)
@@ -504,19 +511,8 @@ impl KafkaConsumer {
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],
     ) -> Result<(), BusError> {
-        let placed: Vec<(&str, u32, &Message)> = outputs
-            .iter()
-            .flat_map(|(t, ms)| {
-                ms.iter()
-                    .map(move |m| (t.name.as_str(), partition_for(&m.key, t.partitions), m))
-            })
-            .collect();
         self.bus
-            .produce(
-                placed
-                    .iter()
-                    .map(|(t, p, m)| (*t, *p, m.key.as_str(), &m.value[..], None)),
-            )
+            .produce(outputs.iter().flat_map(|(t, ms)| placed(t, ms)))
             .await?;
         self.commit(records).await
     }

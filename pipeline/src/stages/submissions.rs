@@ -54,6 +54,16 @@ pub struct Source {
     pub offset: i64,
 }
 
+impl Source {
+    fn of(r: &Record) -> Self {
+        Self {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            offset: r.offset,
+        }
+    }
+}
+
 /// A record on `claims.rejects`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejected {
@@ -148,11 +158,7 @@ pub struct Submissions {
 impl Submissions {
     /// Checks one record: its command, or its refusal.
     async fn examine(&self, r: &Record) -> Result<Result<ClaimSubmitted, Rejected>, StageError> {
-        let source = Source {
-            topic: r.topic.clone(),
-            partition: r.partition,
-            offset: r.offset,
-        };
+        let source = Source::of(r);
         let (tenant_id, claim) = match parse(&r.value) {
             Ok(parsed) => parsed,
             Err((tenant_id, error)) => {
@@ -266,11 +272,7 @@ fn reject(
         tenant_id: cmd.map(|c| c.tenant_id.clone()),
         claim_id: cmd.map(|c| c.claim.claim_id.as_str().to_owned()),
         error,
-        source: Source {
-            topic: r.topic.clone(),
-            partition: r.partition,
-            offset: r.offset,
-        },
+        source: Source::of(r),
     };
     let key = cmd.map_or_else(
         || r.key.clone(),
