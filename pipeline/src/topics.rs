@@ -1,6 +1,8 @@
 //! The topics of the pipeline, named with an optional prefix so that several
 //! deployments (or tests) can share one broker.
 
+use schemas::avro;
+
 use crate::bus::TopicSpec;
 
 #[derive(Debug, Clone)]
@@ -39,13 +41,16 @@ impl Topics {
         let name = |n: &str| format!("{prefix}{n}");
         Self {
             submissions: TopicSpec::new(name("claims.submissions"), partitions, false),
-            rejects: TopicSpec::new(name("claims.rejects"), partitions, false),
-            intake: TopicSpec::new(name("claims.intake"), partitions, false),
+            rejects: TopicSpec::new(name("claims.rejects"), partitions, false)
+                .with_schema(&avro::REJECTS),
+            intake: TopicSpec::new(name("claims.intake"), partitions, false)
+                .with_schema(&avro::INTAKE),
             validated: TopicSpec::new(name("claims.validated"), partitions, false),
             evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
             scored: TopicSpec::new(name("claims.scored"), partitions, false),
             decided: TopicSpec::new(name("claims.decided"), partitions, false),
-            events: TopicSpec::new(name("claims.events"), partitions, false),
+            events: TopicSpec::new(name("claims.events"), partitions, false)
+                .with_schema(&avro::EVENTS),
             workflow: TopicSpec::new(name("claims.workflow"), partitions, false),
             fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
             fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),

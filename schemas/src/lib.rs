@@ -3,6 +3,7 @@
 //! pipeline and outside readers agree on one shape.
 
 pub mod auth;
+pub mod avro;
 pub mod claim;
 pub mod date;
 pub mod error;

@@ -233,6 +233,11 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
         2
     );
     assert_eq!(topic("state.fraud-members")["compacted"], true);
+    assert_eq!(
+        topic("claims.events")["value_schema"],
+        "claims.events-value"
+    );
+    assert_eq!(topic("claims.decided")["value_schema"], Value::Null);
 
     let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.events", "--limit", "1"]);
     assert!(ok, "{err}");

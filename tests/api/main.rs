@@ -8,6 +8,7 @@
 mod support;
 
 mod admin_cli;
+mod analyst;
 mod auth_login;
 mod auth_session;
 mod claims;

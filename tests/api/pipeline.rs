@@ -16,6 +16,7 @@ crate::all_backends!(
     a_decline_rule_declines_a_claim,
     a_near_duplicate_is_scored_with_its_reason,
     fraud_state_is_restored_from_its_topics_after_a_restart,
+    a_different_second_decision_of_a_claim_changes_and_announces_nothing,
 );
 
 /// Polls the claim until it leaves `received`.
@@ -225,4 +226,76 @@ async fn fraud_state_is_restored_from_its_topics_after_a_restart(b: Backend) {
     let reasons = fraud.body["reasons"].as_array().unwrap();
     assert_eq!(reasons[0]["code"], "NEAR_DUPLICATE", "{}", fraud.body);
     assert!(reasons[0]["detail"].as_str().unwrap().contains("CLM-1"));
+}
+
+/// A redelivered input can be decided again, and differently: the fraud stage scores a
+/// claim redelivered after a crash against state that later claims of its batch moved
+/// on. The first decision stands: the second changes no snapshot, opens no task and
+/// publishes no event, while the same decision redelivered is announced again with the
+/// same event ids, as a receiver that dropped the first delivery needs.
+async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    submit(&app, &s, claim("CLM-1")).await;
+    let c = decided(&app, &s, "CLM-1").await;
+    assert_eq!(
+        (c["status"].as_str(), c["outcome"].as_str()),
+        (Some("completed"), Some("ADJUDICATED"))
+    );
+    let first = events(&app, "acme", "CLM-1").await;
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    let topic = &app.state.topics.decided;
+    let original = app
+        .records_of(topic, 1)
+        .await
+        .into_iter()
+        .find(|r| r.key == "acme/CLM-1")
+        .expect("the decision is on the decisions topic");
+    let mut other: Value = serde_json::from_slice(&original.value).unwrap();
+    other["status"] = json!("pending_review");
+    other["outcome"] = json!("FLAGGED");
+    other["task_id"] = json!("tsk_second");
+    other["reasons"] = json!([{"source": "fraud", "code": "NEAR_DUPLICATE", "message": "again"}]);
+    other["events"] = json!([{
+        "id": "evt_second", "event": "claim.flagged", "tenant_id": "acme",
+        "timestamp": "2026-01-15T00:00:00Z", "data": {"claim_id": "CLM-1"}
+    }]);
+    // The original after the other, on the same partition: once its events are out
+    // again, the other was handled.
+    let message = |value: Vec<u8>| pipeline::bus::Message {
+        key: original.key.clone(),
+        value,
+    };
+    app.state
+        .bus
+        .publish(
+            topic,
+            &[
+                message(serde_json::to_vec(&other).unwrap()),
+                message(original.value.clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ev = loop {
+        let ev = events(&app, "acme", "CLM-1").await;
+        if ev.len() > 1 || Instant::now() > deadline {
+            break ev;
+        }
+    };
+    assert_eq!(ev.len(), 2, "the original decision's event again: {ev:?}");
+    assert_eq!(ev[0], ev[1]);
+    assert_eq!(ev[0]["event"], "claim.completed");
+
+    let now = app.get("/claims/CLM-1", &s.access).await.body;
+    assert_eq!(now, c, "the snapshot is unchanged");
+    assert!(app
+        .store
+        .task("acme", "tsk_second")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(app.store.audit_counts("acme").await.unwrap()["CLM-1"], 1);
 }

@@ -11,4 +11,7 @@ pub enum BusError {
     UnknownTopic(String),
     #[error("the Kafka broker: {0}")]
     Broker(String),
+    /// A record that does not fit its topic's Avro schema: a defect, not bad input.
+    #[error("a record does not fit its topic's schema: {0}")]
+    Schema(String),
 }

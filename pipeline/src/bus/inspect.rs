@@ -11,6 +11,9 @@ pub struct TopicInfo {
     pub topic: String,
     pub partitions: u32,
     pub compacted: bool,
+    /// The Avro schema of its values on Kafka: `schemas/avro/<value_schema>.avsc`
+    /// (none: JSON). `tail` prints values as JSON either way.
+    pub value_schema: Option<&'static str>,
     /// Records ever written: the sum of the partitions' end offsets.
     pub end_offset_total: i64,
     /// Records still held (consumed ones are trimmed, compacted ones superseded).
@@ -134,6 +137,7 @@ pub fn topic_info(
         topic: t.name.clone(),
         partitions: t.partitions,
         compacted: t.compacted,
+        value_schema: t.schema.map(|s| s.subject),
         end_offset_total: ends.iter().map(|e| e.1).sum(),
         records_held: ends.iter().map(|e| e.2).sum(),
         groups,

@@ -28,11 +28,12 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use schemas::avro::TopicSchema;
 use tokio::sync::Notify;
 
 use super::record::{partition_for, Message, Record};
 use super::topic::TopicSpec;
-use super::BusError;
+use super::{wire, BusError};
 use crate::clock::now_ms;
 use crate::store::Store;
 
@@ -171,7 +172,8 @@ impl KafkaBus {
     /// Produces `messages` to their key's partitions and waits until the broker has
     /// acknowledged every one.
     pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
-        self.produce(placed(topic, messages)).await
+        let messages = wire::encoded(topic, messages)?;
+        self.produce(placed(topic, &messages)).await
     }
 
     /// Produces (topic, partition, key, value, timestamp) records, all enqueued before
@@ -218,7 +220,7 @@ impl KafkaBus {
     pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
         let ends = self.watermarks(topic).await?;
         let from: Vec<(u32, i64, i64)> = ends.into_iter().filter(|(_, lo, hi)| hi > lo).collect();
-        self.read_ranges(&topic.name, from).await
+        self.read_ranges(topic, from).await
     }
 
     /// The latest `limit` records of `topic` over all its partitions, oldest first.
@@ -230,7 +232,7 @@ impl KafkaBus {
             .filter(|(_, lo, hi)| hi > lo)
             .map(|(p, lo, hi)| (p, lo.max(hi - limit), hi))
             .collect();
-        let mut records = self.read_ranges(&topic.name, ranges).await?;
+        let mut records = self.read_ranges(topic, ranges).await?;
         records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
         let skip = records.len().saturating_sub(limit as usize);
         Ok(records.split_off(skip))
@@ -316,14 +318,14 @@ impl KafkaBus {
     /// Reads `[from, to)` of each listed partition of `topic`.
     async fn read_ranges(
         &self,
-        topic: &str,
+        spec: &TopicSpec,
         ranges: Vec<(u32, i64, i64)>,
     ) -> Result<Vec<Record>, BusError> {
         if ranges.is_empty() {
             return Ok(Vec::new());
         }
         let consumer = self.reader()?;
-        let topic = topic.to_owned();
+        let (topic, schema) = (spec.name.clone(), spec.schema);
         blocking(move || {
             let mut tpl = TopicPartitionList::new();
             let mut until: HashMap<i32, i64> = HashMap::new();
@@ -348,7 +350,7 @@ impl KafkaBus {
                     continue;
                 };
                 if m.offset() < end {
-                    out.push(to_record(&m));
+                    out.push(to_record(&m, schema));
                 }
                 if m.offset() + 1 >= end {
                     until.remove(&m.partition());
@@ -389,6 +391,10 @@ impl KafkaBus {
         Ok(KafkaConsumer {
             bus: self.clone(),
             consumer,
+            schemas: topics
+                .iter()
+                .filter_map(|t| Some((t.name.clone(), t.schema?)))
+                .collect(),
         })
     }
 }
@@ -428,8 +434,9 @@ async fn blocking<T: Send + 'static>(
         .map_err(broker)
 }
 
-fn to_record<M: rdkafka::Message>(m: &M) -> Record {
-    Record {
+/// The record of a message read from a topic with `schema`, its value as JSON.
+fn to_record<M: rdkafka::Message>(m: &M, schema: Option<&TopicSchema>) -> Record {
+    let mut r = Record {
         topic: m.topic().to_owned(),
         partition: m.partition() as u32,
         offset: m.offset(),
@@ -439,13 +446,17 @@ fn to_record<M: rdkafka::Message>(m: &M) -> Record {
             .unwrap_or_default(),
         value: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
         timestamp_ms: m.timestamp().to_millis().unwrap_or_else(now_ms),
-    }
+    };
+    wire::decode(schema, &mut r);
+    r
 }
 
 /// This process's member of a consumer group.
 pub struct KafkaConsumer {
     bus: KafkaBus,
     consumer: StreamConsumer,
+    /// The value schema of each subscribed topic that has one.
+    schemas: HashMap<String, &'static TopicSchema>,
 }
 
 impl std::fmt::Debug for KafkaConsumer {
@@ -461,12 +472,15 @@ impl KafkaConsumer {
         let mut out = Vec::new();
         match tokio::time::timeout(wait, self.consumer.recv()).await {
             Err(_) => return Ok(out),
-            Ok(m) => out.push(to_record(&m.map_err(broker)?)),
+            Ok(m) => {
+                let m = m.map_err(broker)?;
+                out.push(to_record(&m, self.schema_of(m.topic())));
+            }
         }
         // A zero timeout still polls once: it takes what is ready without waiting.
         while out.len() < max {
             match tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await {
-                Ok(Ok(m)) => out.push(to_record(&m)),
+                Ok(Ok(m)) => out.push(to_record(&m, self.schema_of(m.topic()))),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "A consumer error; the batch ends here.");
                     break;
@@ -475,6 +489,10 @@ impl KafkaConsumer {
             }
         }
         Ok(out)
+    }
+
+    fn schema_of(&self, topic: &str) -> Option<&'static TopicSchema> {
+        self.schemas.get(topic).copied()
     }
 
     /// Stores and commits, per partition, the offset after the last of `records`.
@@ -511,6 +529,10 @@ impl KafkaConsumer {
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],
     ) -> Result<(), BusError> {
+        let outputs = outputs
+            .iter()
+            .map(|(t, ms)| Ok((t, wire::encoded(t, ms)?)))
+            .collect::<Result<Vec<_>, BusError>>()?;
         self.bus
             .produce(outputs.iter().flat_map(|(t, ms)| placed(t, ms)))
             .await?;

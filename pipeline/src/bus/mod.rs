@@ -20,6 +20,7 @@ pub mod kafka;
 pub mod outbox;
 mod record;
 mod topic;
+mod wire;
 
 use std::time::Duration;
 

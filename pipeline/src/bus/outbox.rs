@@ -34,6 +34,8 @@ pub async fn stage_in(
     messages: &[Message],
 ) -> Result<(), BusError> {
     let now = now_ms();
+    // Written as Kafka will carry them, so the relay only copies bytes.
+    let messages = super::wire::encoded(topic, messages)?;
     for chunk in messages.chunks(ROWS_PER_INSERT) {
         let sql = format!(
             "INSERT INTO bus_outbox (topic, partition, record_key, value, timestamp_ms) VALUES {}",

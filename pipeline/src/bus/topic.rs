@@ -1,11 +1,17 @@
-//! Topics: a name, a partition count, and whether the topic is compacted (only the
-//! latest record of each key is kept, as state topics need).
+//! Topics: a name, a partition count, whether the topic is compacted (only the latest
+//! record of each key is kept, as state topics need), and the Avro schema of its values
+//! on Kafka, if it has one.
+
+use schemas::avro::TopicSchema;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicSpec {
     pub name: String,
     pub partitions: u32,
     pub compacted: bool,
+    /// On Kafka, values are written in Avro with this schema (see `schemas::avro`);
+    /// without one, and on the embedded log, they are JSON.
+    pub schema: Option<&'static TopicSchema>,
 }
 
 impl TopicSpec {
@@ -14,6 +20,12 @@ impl TopicSpec {
             name: name.into(),
             partitions: partitions.max(1),
             compacted,
+            schema: None,
         }
+    }
+
+    pub fn with_schema(mut self, schema: &'static TopicSchema) -> Self {
+        self.schema = Some(schema);
+        self
     }
 }

@@ -12,8 +12,11 @@
 //! State (per provider: count, mean, M2 by Welford; per member: recent claim
 //! fingerprints) is kept in memory and written to compacted state topics with every
 //! batch, so it is rebuilt from them on restart. State entries remember which claims they
-//! include, so a redelivered claim is neither counted twice nor scored differently: its
-//! own contribution is taken out before scoring.
+//! include, so a redelivered claim is counted once and scored as before: its own
+//! contribution is taken out before scoring, and it is compared only with the claims its
+//! member had before it. (The provider's statistics may still include later claims of
+//! its batch; a redelivered claim decided differently loses to its first decision, see
+//! `Store::write_decisions`.)
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -165,10 +168,17 @@ pub fn process(
             detail: format!("the member filed {recent} claims in the last 24 hours"),
         });
     }
-    if let Some(dup) = member
+    // Only the claims remembered before this one: a claim redelivered after later claims
+    // of its batch were scored is not a duplicate of those, just as it was not the first
+    // time (a different score could decide it differently).
+    let earlier = member
         .recent
         .iter()
-        .find(|seen| seen.fingerprint == fp && seen.claim_id != claim_id)
+        .position(|seen| seen.claim_id == claim_id)
+        .unwrap_or(member.recent.len());
+    if let Some(dup) = member.recent[..earlier]
+        .iter()
+        .find(|seen| seen.fingerprint == fp)
     {
         reasons.push(FraudReason {
             code: "NEAR_DUPLICATE".into(),
@@ -428,5 +438,15 @@ mod tests {
             !codes(again.fraud.as_ref().unwrap()).contains(&"NEAR_DUPLICATE"),
             "not a duplicate of itself"
         );
+    }
+
+    #[test]
+    fn a_claim_redelivered_after_its_near_duplicate_is_not_called_a_duplicate_of_it() {
+        let mut st = FraudState::default();
+        let (first, _, _) = process(claim("A", "M1", 12_345, &["99213"]), (0, 0), &mut st);
+        let (later, _, _) = process(claim("B", "M1", 12_345, &["99213"]), (0, 1), &mut st);
+        assert_eq!(codes(later.fraud.as_ref().unwrap()), ["NEAR_DUPLICATE"]);
+        let (again, _, _) = process(claim("A", "M1", 12_345, &["99213"]), (0, 0), &mut st);
+        assert_eq!(first.fraud, again.fraud, "scored as the first time");
     }
 }

@@ -2,7 +2,9 @@
 //! store in one transaction: the queryable claim, the decision's audit record and the
 //! review task of a flagged claim. Then it publishes each decision's domain events on
 //! `claims.events`: a webhook receiver or analyst who reads `claim.completed` and asks
-//! the API for the claim finds it completed.
+//! the API for the claim finds it completed. A decision that lost to an earlier,
+//! different one of the same version (see [`Store::write_decisions`]) publishes nothing,
+//! so the events always tell the decision the store holds.
 
 use super::decide::Decision;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
@@ -29,8 +31,8 @@ impl Stage for Snapshot {
         let mut out = Vec::new();
         let decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
-        self.store.write_decisions(&decisions).await?;
-        for d in &decisions {
+        let held = self.store.write_decisions(&decisions).await?;
+        for (d, _) in decisions.iter().zip(held).filter(|(_, held)| *held) {
             let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
             for e in &d.events {
                 out.push(encode(&self.topics.events, key.clone(), e));

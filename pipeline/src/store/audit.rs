@@ -114,6 +114,27 @@ pub(crate) async fn append(
     append_checked(tx, backend, entries, true).await
 }
 
+/// The stored `details` of those of `ids` already recorded.
+pub(crate) async fn recorded_details(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    let mut found = std::collections::HashMap::new();
+    for chunk in ids.chunks(ROWS_PER_STATEMENT) {
+        let sql = format!(
+            "SELECT audit_id, details FROM audit_records WHERE audit_id IN ({})",
+            placeholders(backend, 1, chunk.len())
+        );
+        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+        for id in chunk {
+            q = q.bind(*id);
+        }
+        found.extend(q.fetch_all(&mut **tx).await?);
+    }
+    Ok(found)
+}
+
 /// [`append`], optionally without looking the ids up first: for entries the caller
 /// knows are new (a claim's intake, whose row was inserted in the same transaction).
 async fn append_checked(

@@ -15,9 +15,16 @@ const ROWS_PER_STATEMENT: usize = 1000;
 impl Store {
     /// Writes a batch of decisions with a few multi-row statements per chunk rather than
     /// a few statements per claim.
-    pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<(), StoreError> {
+    ///
+    /// Answers, for each decision, whether it is the one the store holds for its claim
+    /// and version: its audit record is new, or was written before by this same decision
+    /// (a redelivery). A decision that differs from the one already recorded for its
+    /// version writes nothing, and its events must not be published: it comes from a
+    /// redelivered input decided again against state that had moved on (the fraud stage
+    /// scoring a claim after later claims of its batch), and the first one stands.
+    pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<Vec<bool>, StoreError> {
         if decisions.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let backend = self.backend();
         // Everything that costs CPU happens before the transaction: SQLite has one
@@ -31,8 +38,38 @@ impl Store {
             })
             .collect();
         let entries: Vec<AuditEntry> = decisions.iter().map(Decision::audit_entry).collect();
+        let ids: Vec<&str> = entries.iter().map(|e| e.audit_id.as_str()).collect();
+
         let mut tx = self.writer().begin().await?;
-        for rows in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut recorded = audit::recorded_details(&mut tx, backend, &ids).await?;
+        let mut held = Vec::with_capacity(entries.len());
+        let mut fresh = Vec::new();
+        for e in entries {
+            match recorded.get(&e.audit_id) {
+                Some(details) => held.push(*details == e.details),
+                None => {
+                    recorded.insert(e.audit_id.clone(), e.details.clone());
+                    held.push(true);
+                    fresh.push(e);
+                }
+            }
+        }
+        // One source row per claim, its latest held version: an UPDATE … FROM whose
+        // source matches a row twice applies either one.
+        let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
+        for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
+            latest
+                .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
+                .and_modify(|j| {
+                    if rows[*j].0.version < d.version {
+                        *j = i
+                    }
+                })
+                .or_insert(i);
+        }
+        let mut updates: Vec<usize> = latest.into_values().collect();
+        updates.sort_unstable();
+        for chunk in updates.chunks(ROWS_PER_STATEMENT) {
             // VALUES columns are column1… on both backends.
             let sql = format!(
                 "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
@@ -40,10 +77,10 @@ impl Store {
                  task_id = v.column10, updated_at = v.column11, version = v.column12 \
                  FROM (VALUES {}) AS v \
                  WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
-                values_list(backend, rows.len(), 12)
+                values_list(backend, chunk.len(), 12)
             );
             let mut q = sqlx::query(&sql);
-            for (d, reasons, fraud) in rows {
+            for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
                 q = q
                     .bind(&d.tenant_id)
                     .bind(&d.claim_id)
@@ -59,36 +96,37 @@ impl Store {
                     .bind(d.version);
             }
             q.execute(&mut *tx).await?;
+        }
 
-            let tasks: Vec<_> = rows
-                .iter()
-                .filter(|(d, _, _)| d.status == ClaimStatus::PendingReview)
-                .filter_map(|(d, reasons, _)| d.task_id.as_ref().map(|t| (t, d, reasons)))
-                .collect();
-            if !tasks.is_empty() {
-                let sql = format!(
-                    "INSERT INTO review_tasks (task_id, tenant_id, claim_id, status, priority, reasons, created_at) \
-                     VALUES {} ON CONFLICT DO NOTHING",
-                    values_list(backend, tasks.len(), 7)
-                );
-                let mut q = sqlx::query(&sql);
-                for (task_id, d, reasons) in tasks {
-                    q = q
-                        .bind(task_id)
-                        .bind(&d.tenant_id)
-                        .bind(&d.claim_id)
-                        .bind("open")
-                        .bind(d.priority)
-                        .bind(reasons)
-                        .bind(d.decided_at_ms);
-                }
-                q.execute(&mut *tx).await?;
+        let tasks: Vec<_> = rows
+            .iter()
+            .zip(&held)
+            .filter(|((d, _, _), held)| **held && d.status == ClaimStatus::PendingReview)
+            .filter_map(|((d, reasons, _), _)| d.task_id.as_ref().map(|t| (t, d, reasons)))
+            .collect();
+        for chunk in tasks.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO review_tasks (task_id, tenant_id, claim_id, status, priority, reasons, created_at) \
+                 VALUES {} ON CONFLICT DO NOTHING",
+                values_list(backend, chunk.len(), 7)
+            );
+            let mut q = sqlx::query(&sql);
+            for (task_id, d, reasons) in chunk {
+                q = q
+                    .bind(*task_id)
+                    .bind(&d.tenant_id)
+                    .bind(&d.claim_id)
+                    .bind("open")
+                    .bind(d.priority)
+                    .bind(*reasons)
+                    .bind(d.decided_at_ms);
             }
+            q.execute(&mut *tx).await?;
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
-        audit::append(&mut tx, backend, &entries).await?;
+        self.append_new_audit_in(&mut tx, &fresh).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(held)
     }
 
     /// The fraud analysis stored with a claim, as JSON.

@@ -1,0 +1,439 @@
+//! Avro on Kafka: the schemas of `schemas/avro/` and the codec between the service's
+//! JSON records and Avro values.
+//!
+//! The stages work on JSON; the Kafka bus turns a record into Avro as it produces it to
+//! a topic that has a schema, and back as it reads it. A value is written in Avro's
+//! single-object encoding: the marker `C3 01`, the 8-byte little-endian CRC-64-AVRO
+//! fingerprint of the writer's schema, then the binary datum. A reader with only the
+//! `.avsc` files picks the schema by that fingerprint.
+//!
+//! The schemas use no `logicalType`: this crate's parsing canonical form keeps it where
+//! the specification (and Java, fastavro) drop it, so the fingerprints would differ.
+//!
+//! A field that holds a free-form JSON document (an event's `data`, a claim's
+//! `metadata`) is an Avro `string` of JSON text, marked `"json": true` in its schema.
+//!
+//! Evolution: every released version of a schema stays in `schemas/avro/history/`
+//! (`<subject>.<n>.avsc`). A record written with any of them is read into the current
+//! schema by Avro's schema resolution, and a test checks that each current schema can
+//! read every earlier version (backward compatibility).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use apache_avro::rabin::Rabin;
+use apache_avro::schema::{RecordField, Schema};
+use apache_avro::types::Value as Avro;
+use serde_json::Value as Json;
+
+/// The single-object encoding's marker.
+pub const MAGIC: [u8; 2] = [0xC3, 0x01];
+
+/// A record that does not fit its schema, or bytes that are not one of its versions.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct AvroError(String);
+
+fn err(m: impl Into<String>) -> AvroError {
+    AvroError(m.into())
+}
+
+/// The value schema of one topic, by its registry subject (`<topic>-value`).
+pub struct TopicSchema {
+    pub subject: &'static str,
+    pub avsc: &'static str,
+    /// Earlier released versions, oldest first (the current one is last).
+    pub history: &'static [&'static str],
+    codec: OnceLock<Codec>,
+}
+
+impl TopicSchema {
+    const fn new(
+        subject: &'static str,
+        avsc: &'static str,
+        history: &'static [&'static str],
+    ) -> Self {
+        Self {
+            subject,
+            avsc,
+            history,
+            codec: OnceLock::new(),
+        }
+    }
+
+    /// The codec, parsed on first use. The schemas are part of the build and checked by
+    /// its tests, so one that does not parse is a defect of the build.
+    pub fn codec(&self) -> &Codec {
+        self.codec.get_or_init(|| {
+            Codec::new(self.avsc, self.history)
+                .unwrap_or_else(|e| panic!("schema {}: {e}", self.subject))
+        })
+    }
+}
+
+impl std::fmt::Debug for TopicSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.subject)
+    }
+}
+
+impl PartialEq for TopicSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.subject == other.subject
+    }
+}
+
+impl Eq for TopicSchema {}
+
+impl std::hash::Hash for TopicSchema {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.subject.hash(state)
+    }
+}
+
+macro_rules! topic_schema {
+    ($name:ident, $subject:literal, [$($version:literal),*]) => {
+        pub static $name: TopicSchema = TopicSchema::new(
+            $subject,
+            include_str!(concat!("../avro/", $subject, ".avsc")),
+            &[$(include_str!(concat!("../avro/history/", $subject, ".", $version, ".avsc"))),*],
+        );
+    };
+}
+
+topic_schema!(EVENTS, "claims.events-value", ["1"]);
+topic_schema!(REJECTS, "claims.rejects-value", ["1"]);
+topic_schema!(INTAKE, "claims.intake-value", ["1"]);
+
+/// Every topic schema, for listings and tests.
+pub static ALL: [&TopicSchema; 3] = [&EVENTS, &REJECTS, &INTAKE];
+
+/// The schema of every key: plain UTF-8 text.
+pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");
+
+/// Encodes and decodes one topic's values.
+#[derive(Debug)]
+pub struct Codec {
+    schema: Schema,
+    /// Named types of the current schema, for `Ref`s to them.
+    names: HashMap<String, Schema>,
+    header: [u8; 10],
+    /// Every version this codec reads, by fingerprint.
+    writers: HashMap<[u8; 8], Schema>,
+}
+
+impl Codec {
+    pub fn new(avsc: &str, history: &[&str]) -> Result<Self, AvroError> {
+        let schema = Schema::parse_str(avsc).map_err(|e| err(e.to_string()))?;
+        let mut names = HashMap::new();
+        collect_names(&schema, &mut names);
+        let mut writers = HashMap::new();
+        for old in history {
+            let s = Schema::parse_str(old).map_err(|e| err(e.to_string()))?;
+            writers.insert(fingerprint(&s), s);
+        }
+        let fp = fingerprint(&schema);
+        writers.insert(fp, schema.clone());
+        let mut header = [0; 10];
+        header[..2].copy_from_slice(&MAGIC);
+        header[2..].copy_from_slice(&fp);
+        Ok(Self {
+            schema,
+            names,
+            header,
+            writers,
+        })
+    }
+
+    /// The current schema's fingerprint, as the single-object header carries it.
+    pub fn fingerprint(&self) -> [u8; 8] {
+        let mut fp = [0; 8];
+        fp.copy_from_slice(&self.header[2..]);
+        fp
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// A JSON document as a single-object encoded value of the current schema.
+    pub fn encode(&self, json: &Json) -> Result<Vec<u8>, AvroError> {
+        let value = self.to_avro(json, &self.schema, "")?;
+        let datum =
+            apache_avro::to_avro_datum(&self.schema, value).map_err(|e| err(e.to_string()))?;
+        let mut out = Vec::with_capacity(10 + datum.len());
+        out.extend_from_slice(&self.header);
+        out.extend_from_slice(&datum);
+        Ok(out)
+    }
+
+    /// [`Codec::encode`] from JSON text.
+    pub fn encode_text(&self, text: &[u8]) -> Result<Vec<u8>, AvroError> {
+        let json: Json = serde_json::from_slice(text).map_err(|e| err(e.to_string()))?;
+        self.encode(&json)
+    }
+
+    /// A single-object encoded value, of the current schema or an earlier version, as
+    /// a JSON document of the current schema.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Json, AvroError> {
+        if bytes.len() < 10 || bytes[..2] != MAGIC {
+            return Err(err("not an Avro single-object encoded value"));
+        }
+        let mut fp = [0; 8];
+        fp.copy_from_slice(&bytes[2..10]);
+        let writer = self
+            .writers
+            .get(&fp)
+            .ok_or_else(|| err(format!("unknown schema fingerprint {}", hex(&fp))))?;
+        let reader = (writer != &self.schema).then_some(&self.schema);
+        let value = apache_avro::from_avro_datum(writer, &mut &bytes[10..], reader)
+            .map_err(|e| err(e.to_string()))?;
+        self.to_json(value, &self.schema)
+    }
+
+    fn named<'a>(&'a self, name: &apache_avro::schema::Name) -> Result<&'a Schema, AvroError> {
+        self.names
+            .get(&name.fullname(None))
+            .ok_or_else(|| err(format!("unknown type {}", name.fullname(None))))
+    }
+
+    fn to_avro(&self, v: &Json, s: &Schema, at: &str) -> Result<Avro, AvroError> {
+        let wrong = || err(format!("{}: {v} is not a {}", path(at), kind(s)));
+        Ok(match s {
+            Schema::Null if v.is_null() => Avro::Null,
+            Schema::Boolean => Avro::Boolean(v.as_bool().ok_or_else(wrong)?),
+            Schema::Int => Avro::Int(
+                v.as_i64()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .ok_or_else(wrong)?,
+            ),
+            Schema::Long => Avro::Long(v.as_i64().ok_or_else(wrong)?),
+            Schema::TimestampMillis => Avro::TimestampMillis(v.as_i64().ok_or_else(wrong)?),
+            Schema::Float => Avro::Float(v.as_f64().ok_or_else(wrong)? as f32),
+            Schema::Double => Avro::Double(v.as_f64().ok_or_else(wrong)?),
+            Schema::String => Avro::String(v.as_str().ok_or_else(wrong)?.to_owned()),
+            Schema::Enum(e) => {
+                let sym = v.as_str().ok_or_else(wrong)?;
+                let i = e.symbols.iter().position(|s| s == sym).ok_or_else(wrong)?;
+                Avro::Enum(i as u32, sym.to_owned())
+            }
+            Schema::Array(a) => Avro::Array(
+                v.as_array()
+                    .ok_or_else(wrong)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.to_avro(x, &a.items, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Schema::Map(m) => Avro::Map(
+                v.as_object()
+                    .ok_or_else(wrong)?
+                    .iter()
+                    .map(|(k, x)| Ok((k.clone(), self.to_avro(x, &m.types, &format!("{at}.{k}"))?)))
+                    .collect::<Result<_, AvroError>>()?,
+            ),
+            Schema::Union(u) => {
+                // null for null; otherwise the first branch the value fits.
+                let mut last = wrong();
+                for (i, branch) in u.variants().iter().enumerate() {
+                    if v.is_null() != matches!(branch, Schema::Null) {
+                        continue;
+                    }
+                    match self.to_avro(v, branch, at) {
+                        Ok(x) => return Ok(Avro::Union(i as u32, Box::new(x))),
+                        Err(e) => last = e,
+                    }
+                }
+                return Err(last);
+            }
+            Schema::Record(r) => {
+                let obj = v.as_object().ok_or_else(wrong)?;
+                let mut fields = Vec::with_capacity(r.fields.len());
+                for f in &r.fields {
+                    let here = if at.is_empty() {
+                        f.name.clone()
+                    } else {
+                        format!("{at}.{}", f.name)
+                    };
+                    let given = obj.get(&f.name).filter(|x| !x.is_null());
+                    let x = match (given, &f.default) {
+                        (Some(x), _) if is_json(f) => Json::String(x.to_string()),
+                        (Some(x), _) => x.clone(),
+                        (None, Some(d)) => d.clone(),
+                        (None, None) => Json::Null,
+                    };
+                    fields.push((f.name.clone(), self.to_avro(&x, &f.schema, &here)?));
+                }
+                Avro::Record(fields)
+            }
+            Schema::Ref { name } => return self.to_avro(v, self.named(name)?, at),
+            _ => return Err(wrong()),
+        })
+    }
+
+    fn to_json(&self, v: Avro, s: &Schema) -> Result<Json, AvroError> {
+        Ok(match (v, s) {
+            (Avro::Null, _) => Json::Null,
+            (Avro::Boolean(b), _) => Json::Bool(b),
+            (Avro::Int(n), _) => Json::from(n),
+            (Avro::Long(n) | Avro::TimestampMillis(n), _) => Json::from(n),
+            (Avro::Float(x), _) => Json::from(f64::from(x)),
+            (Avro::Double(x), _) => Json::from(x),
+            (Avro::String(x) | Avro::Enum(_, x), _) => Json::String(x),
+            (v, Schema::Ref { name }) => self.to_json(v, self.named(name)?)?,
+            (Avro::Union(i, x), Schema::Union(u)) => {
+                let branch = u
+                    .variants()
+                    .get(i as usize)
+                    .ok_or_else(|| err("a union branch out of range"))?;
+                self.to_json(*x, branch)?
+            }
+            (Avro::Array(xs), Schema::Array(a)) => Json::Array(
+                xs.into_iter()
+                    .map(|x| self.to_json(x, &a.items))
+                    .collect::<Result<_, _>>()?,
+            ),
+            (Avro::Map(m), Schema::Map(ms)) => Json::Object(
+                m.into_iter()
+                    .map(|(k, x)| Ok((k, self.to_json(x, &ms.types)?)))
+                    .collect::<Result<_, AvroError>>()?,
+            ),
+            (Avro::Record(fields), Schema::Record(r)) => {
+                let mut obj = serde_json::Map::new();
+                for (name, x) in fields {
+                    let Some(f) = r.lookup.get(&name).map(|i| &r.fields[*i]) else {
+                        continue;
+                    };
+                    let x = match (x, is_json(f)) {
+                        (Avro::String(text), true) => {
+                            serde_json::from_str(&text).map_err(|e| err(e.to_string()))?
+                        }
+                        (Avro::Union(_, inner), true) if matches!(*inner, Avro::String(_)) => {
+                            let Avro::String(text) = *inner else {
+                                unreachable!()
+                            };
+                            serde_json::from_str(&text).map_err(|e| err(e.to_string()))?
+                        }
+                        (x, _) => self.to_json(x, &f.schema)?,
+                    };
+                    // Absent rather than null: the Rust types skip their empty options.
+                    if !x.is_null() {
+                        obj.insert(name, x);
+                    }
+                }
+                Json::Object(obj)
+            }
+            (v, s) => return Err(err(format!("{v:?} does not fit {}", kind(s)))),
+        })
+    }
+}
+
+fn is_json(f: &RecordField) -> bool {
+    f.custom_attributes.get("json") == Some(&Json::Bool(true))
+}
+
+fn collect_names(s: &Schema, names: &mut HashMap<String, Schema>) {
+    match s {
+        Schema::Record(r) => {
+            names.insert(r.name.fullname(None), s.clone());
+            for f in &r.fields {
+                collect_names(&f.schema, names);
+            }
+        }
+        Schema::Enum(e) => {
+            names.insert(e.name.fullname(None), s.clone());
+        }
+        Schema::Array(a) => collect_names(&a.items, names),
+        Schema::Map(m) => collect_names(&m.types, names),
+        Schema::Union(u) => u.variants().iter().for_each(|b| collect_names(b, names)),
+        _ => {}
+    }
+}
+
+/// The CRC-64-AVRO fingerprint of a schema's parsing canonical form, little-endian.
+pub fn fingerprint(s: &Schema) -> [u8; 8] {
+    let mut fp = [0; 8];
+    fp.copy_from_slice(&s.fingerprint::<Rabin>().bytes);
+    fp
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn path(at: &str) -> &str {
+    if at.is_empty() {
+        "the value"
+    } else {
+        at
+    }
+}
+
+fn kind(s: &Schema) -> String {
+    match s {
+        Schema::Record(r) => format!("record {}", r.name.name),
+        Schema::Enum(e) => format!("enum {}", e.name.name),
+        Schema::Ref { name } => name.name.clone(),
+        other => format!("{:?}", apache_avro::schema::SchemaKind::from(other)).to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_schema_parses() {
+        for s in ALL {
+            let c = s.codec();
+            assert_eq!(c.fingerprint(), fingerprint(c.schema()), "{}", s.subject);
+        }
+        Schema::parse_str(KEY_AVSC).unwrap();
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_refused_with_its_path() {
+        let e = REJECTS
+            .codec()
+            .encode(&json!({"error": {"code": "X", "message": 5}, "source": {}}))
+            .unwrap_err();
+        assert!(e.to_string().contains("error.message"), "{e}");
+        assert!(INTAKE.codec().decode(b"{\"tenant_id\": 1}").is_err());
+    }
+
+    #[test]
+    fn a_value_of_an_unknown_schema_is_refused() {
+        let mut bytes = EVENTS
+            .codec()
+            .encode(
+                &json!({"id": "e", "event": "x", "tenant_id": "t", "timestamp": "", "data": {}}),
+            )
+            .unwrap();
+        bytes[5] ^= 0xff;
+        let e = EVENTS.codec().decode(&bytes).unwrap_err();
+        assert!(e.to_string().contains("unknown schema fingerprint"), "{e}");
+    }
+
+    #[test]
+    fn an_older_version_is_read_into_the_current_schema() {
+        // A version 0 of the rejects schema without `claim_id` and `error.field`.
+        let old = r#"{"type": "record", "name": "Rejected", "namespace": "claims", "fields": [
+            {"name": "tenant_id", "type": ["null", "string"], "default": null},
+            {"name": "error", "type": {"type": "record", "name": "RejectError", "fields": [
+                {"name": "code", "type": "string"}, {"name": "message", "type": "string"}]}},
+            {"name": "source", "type": {"type": "record", "name": "Source", "fields": [
+                {"name": "topic", "type": "string"}, {"name": "partition", "type": "int"},
+                {"name": "offset", "type": "long"}]}}]}"#;
+        let writer = Codec::new(old, &[]).unwrap();
+        let reader = Codec::new(REJECTS.avsc, &[old]).unwrap();
+        let value = json!({"tenant_id": "acme", "error": {"code": "BAD_REQUEST", "message": "no"},
+            "source": {"topic": "claims.submissions", "partition": 2, "offset": 7}});
+        let bytes = writer.encode(&value).unwrap();
+        assert_eq!(reader.decode(&bytes).unwrap(), value);
+        assert!(
+            REJECTS.codec().decode(&bytes).is_err(),
+            "not a known version"
+        );
+    }
+}
