@@ -48,7 +48,8 @@ impl Topics {
             validated: TopicSpec::new(name("claims.validated"), partitions, false),
             evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
             scored: TopicSpec::new(name("claims.scored"), partitions, false),
-            decided: TopicSpec::new(name("claims.decided"), partitions, false),
+            decided: TopicSpec::new(name("claims.decided"), partitions, false)
+                .with_schema(&avro::DECIDED),
             events: TopicSpec::new(name("claims.events"), partitions, false)
                 .with_schema(&avro::EVENTS),
             workflow: TopicSpec::new(name("claims.workflow"), partitions, false),

@@ -104,9 +104,10 @@ macro_rules! topic_schema {
 topic_schema!(EVENTS, "claims.events-value", ["1"]);
 topic_schema!(REJECTS, "claims.rejects-value", ["1"]);
 topic_schema!(INTAKE, "claims.intake-value", ["1"]);
+topic_schema!(DECIDED, "claims.decided-value", ["1"]);
 
 /// Every topic schema, for listings and tests.
-pub static ALL: [&TopicSchema; 3] = [&EVENTS, &REJECTS, &INTAKE];
+pub static ALL: [&TopicSchema; 4] = [&EVENTS, &REJECTS, &INTAKE, &DECIDED];
 
 /// The schema of every key: plain UTF-8 text.
 pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");

@@ -237,7 +237,7 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
         topic("claims.events")["value_schema"],
         "claims.events-value"
     );
-    assert_eq!(topic("claims.decided")["value_schema"], Value::Null);
+    assert_eq!(topic("claims.scored")["value_schema"], Value::Null);
 
     let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.events", "--limit", "1"]);
     assert!(ok, "{err}");
