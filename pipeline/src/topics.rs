@@ -42,19 +42,24 @@ impl Topics {
         Self {
             submissions: TopicSpec::new(name("claims.submissions"), partitions, false),
             rejects: TopicSpec::new(name("claims.rejects"), partitions, false)
-                .with_schema(&avro::REJECTS),
+                .with_schema(&avro::REJECTED),
             intake: TopicSpec::new(name("claims.intake"), partitions, false)
-                .with_schema(&avro::INTAKE),
-            validated: TopicSpec::new(name("claims.validated"), partitions, false),
-            evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false),
-            scored: TopicSpec::new(name("claims.scored"), partitions, false),
+                .with_schema(&avro::CLAIM_SUBMITTED),
+            validated: TopicSpec::new(name("claims.validated"), partitions, false)
+                .with_schema(&avro::CLAIM_IN_PROCESS),
+            evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false)
+                .with_schema(&avro::CLAIM_IN_PROCESS),
+            scored: TopicSpec::new(name("claims.scored"), partitions, false)
+                .with_schema(&avro::CLAIM_IN_PROCESS),
             decided: TopicSpec::new(name("claims.decided"), partitions, false)
-                .with_schema(&avro::DECIDED),
+                .with_schema(&avro::DECISION),
             events: TopicSpec::new(name("claims.events"), partitions, false)
-                .with_schema(&avro::EVENTS),
+                .with_schema(&avro::DOMAIN_EVENT),
             workflow: TopicSpec::new(name("claims.workflow"), partitions, false),
-            fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true),
-            fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true),
+            fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true)
+                .with_schema(&avro::PROVIDER_STATS),
+            fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true)
+                .with_schema(&avro::MEMBER_STATE),
             uploads: TopicSpec::new(name("uploads.received"), partitions, false),
             uploads_scanned: TopicSpec::new(name("uploads.scanned"), partitions, false),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),

@@ -14,7 +14,7 @@
 //! `metadata`) is an Avro `string` of JSON text, marked `"json": true` in its schema.
 //!
 //! Evolution: every released version of a schema stays in `schemas/avro/history/`
-//! (`<subject>.<n>.avsc`). A record written with any of them is read into the current
+//! (`<name>.<n>.avsc`). A record written with any of them is read into the current
 //! schema by Avro's schema resolution, and a test checks that each current schema can
 //! read every earlier version (backward compatibility).
 
@@ -38,23 +38,19 @@ fn err(m: impl Into<String>) -> AvroError {
     AvroError(m.into())
 }
 
-/// The value schema of one topic, by its registry subject (`<topic>-value`).
+/// The schema of one value type: `schemas/avro/<name>.avsc`.
 pub struct TopicSchema {
-    pub subject: &'static str,
+    pub name: &'static str,
     pub avsc: &'static str,
-    /// Earlier released versions, oldest first (the current one is last).
+    /// Every released version, oldest first (the last is the current one).
     pub history: &'static [&'static str],
     codec: OnceLock<Codec>,
 }
 
 impl TopicSchema {
-    const fn new(
-        subject: &'static str,
-        avsc: &'static str,
-        history: &'static [&'static str],
-    ) -> Self {
+    const fn new(name: &'static str, avsc: &'static str, history: &'static [&'static str]) -> Self {
         Self {
-            subject,
+            name,
             avsc,
             history,
             codec: OnceLock::new(),
@@ -66,20 +62,20 @@ impl TopicSchema {
     pub fn codec(&self) -> &Codec {
         self.codec.get_or_init(|| {
             Codec::new(self.avsc, self.history)
-                .unwrap_or_else(|e| panic!("schema {}: {e}", self.subject))
+                .unwrap_or_else(|e| panic!("schema {}: {e}", self.name))
         })
     }
 }
 
 impl std::fmt::Debug for TopicSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.subject)
+        f.write_str(self.name)
     }
 }
 
 impl PartialEq for TopicSchema {
     fn eq(&self, other: &Self) -> bool {
-        self.subject == other.subject
+        self.name == other.name
     }
 }
 
@@ -87,27 +83,38 @@ impl Eq for TopicSchema {}
 
 impl std::hash::Hash for TopicSchema {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.subject.hash(state)
+        self.name.hash(state)
     }
 }
 
 macro_rules! topic_schema {
-    ($name:ident, $subject:literal, [$($version:literal),*]) => {
-        pub static $name: TopicSchema = TopicSchema::new(
-            $subject,
-            include_str!(concat!("../avro/", $subject, ".avsc")),
-            &[$(include_str!(concat!("../avro/history/", $subject, ".", $version, ".avsc"))),*],
+    ($static:ident, $name:literal, [$($version:literal),*]) => {
+        pub static $static: TopicSchema = TopicSchema::new(
+            $name,
+            include_str!(concat!("../avro/", $name, ".avsc")),
+            &[$(include_str!(concat!("../avro/history/", $name, ".", $version, ".avsc"))),*],
         );
     };
 }
 
-topic_schema!(EVENTS, "claims.events-value", ["1"]);
-topic_schema!(REJECTS, "claims.rejects-value", ["1"]);
-topic_schema!(INTAKE, "claims.intake-value", ["1"]);
-topic_schema!(DECIDED, "claims.decided-value", ["1"]);
+topic_schema!(DOMAIN_EVENT, "domain-event", ["1"]);
+topic_schema!(REJECTED, "rejected", ["1"]);
+topic_schema!(CLAIM_SUBMITTED, "claim-submitted", ["1"]);
+topic_schema!(CLAIM_IN_PROCESS, "claim-in-process", ["1"]);
+topic_schema!(DECISION, "decision", ["1"]);
+topic_schema!(PROVIDER_STATS, "provider-stats", ["1"]);
+topic_schema!(MEMBER_STATE, "member-state", ["1"]);
 
-/// Every topic schema, for listings and tests.
-pub static ALL: [&TopicSchema; 4] = [&EVENTS, &REJECTS, &INTAKE, &DECIDED];
+/// Every value schema, for listings and tests.
+pub static ALL: [&TopicSchema; 7] = [
+    &DOMAIN_EVENT,
+    &REJECTED,
+    &CLAIM_SUBMITTED,
+    &CLAIM_IN_PROCESS,
+    &DECISION,
+    &PROVIDER_STATS,
+    &MEMBER_STATE,
+];
 
 /// The schema of every key: plain UTF-8 text.
 pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");
@@ -388,31 +395,34 @@ mod tests {
     fn every_schema_parses() {
         for s in ALL {
             let c = s.codec();
-            assert_eq!(c.fingerprint(), fingerprint(c.schema()), "{}", s.subject);
+            assert_eq!(c.fingerprint(), fingerprint(c.schema()), "{}", s.name);
         }
         Schema::parse_str(KEY_AVSC).unwrap();
     }
 
     #[test]
     fn a_value_that_does_not_fit_is_refused_with_its_path() {
-        let e = REJECTS
+        let e = REJECTED
             .codec()
             .encode(&json!({"error": {"code": "X", "message": 5}, "source": {}}))
             .unwrap_err();
         assert!(e.to_string().contains("error.message"), "{e}");
-        assert!(INTAKE.codec().decode(b"{\"tenant_id\": 1}").is_err());
+        assert!(CLAIM_SUBMITTED
+            .codec()
+            .decode(b"{\"tenant_id\": 1}")
+            .is_err());
     }
 
     #[test]
     fn a_value_of_an_unknown_schema_is_refused() {
-        let mut bytes = EVENTS
+        let mut bytes = DOMAIN_EVENT
             .codec()
             .encode(
                 &json!({"id": "e", "event": "x", "tenant_id": "t", "timestamp": "", "data": {}}),
             )
             .unwrap();
         bytes[5] ^= 0xff;
-        let e = EVENTS.codec().decode(&bytes).unwrap_err();
+        let e = DOMAIN_EVENT.codec().decode(&bytes).unwrap_err();
         assert!(e.to_string().contains("unknown schema fingerprint"), "{e}");
     }
 
@@ -427,13 +437,13 @@ mod tests {
                 {"name": "topic", "type": "string"}, {"name": "partition", "type": "int"},
                 {"name": "offset", "type": "long"}]}}]}"#;
         let writer = Codec::new(old, &[]).unwrap();
-        let reader = Codec::new(REJECTS.avsc, &[old]).unwrap();
+        let reader = Codec::new(REJECTED.avsc, &[old]).unwrap();
         let value = json!({"tenant_id": "acme", "error": {"code": "BAD_REQUEST", "message": "no"},
             "source": {"topic": "claims.submissions", "partition": 2, "offset": 7}});
         let bytes = writer.encode(&value).unwrap();
         assert_eq!(reader.decode(&bytes).unwrap(), value);
         assert!(
-            REJECTS.codec().decode(&bytes).is_err(),
+            REJECTED.codec().decode(&bytes).is_err(),
             "not a known version"
         );
     }

@@ -233,11 +233,9 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
         2
     );
     assert_eq!(topic("state.fraud-members")["compacted"], true);
-    assert_eq!(
-        topic("claims.events")["value_schema"],
-        "claims.events-value"
-    );
-    assert_eq!(topic("claims.scored")["value_schema"], Value::Null);
+    assert_eq!(topic("claims.events")["value_schema"], "domain-event");
+    assert_eq!(topic("claims.scored")["value_schema"], "claim-in-process");
+    assert_eq!(topic("claims.workflow")["value_schema"], Value::Null);
 
     let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.events", "--limit", "1"]);
     assert!(ok, "{err}");

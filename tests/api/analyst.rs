@@ -19,7 +19,7 @@ import io, json, pathlib, sys
 from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 schemas = {}
-for path in pathlib.Path("schemas/avro").rglob("*-value*.avsc"):
+for path in pathlib.Path("schemas/avro").rglob("*.avsc"):
     schema = parse_schema(json.loads(path.read_text()))
     schemas[bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))] = schema
 for hexfile in sorted(pathlib.Path("schemas/avro/examples").glob("*.hex")):
@@ -54,6 +54,7 @@ for hexfile in sorted(pathlib.Path("schemas/avro/examples").glob("*.hex")):
         for doc in [
             "/data",
             "/claim/metadata",
+            "/submitted/claim/metadata",
             "/events/0/data",
             "/events/1/data",
         ] {

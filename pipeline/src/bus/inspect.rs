@@ -137,7 +137,7 @@ pub fn topic_info(
         topic: t.name.clone(),
         partitions: t.partitions,
         compacted: t.compacted,
-        value_schema: t.schema.map(|s| s.subject),
+        value_schema: t.schema.map(|s| s.name),
         end_offset_total: ends.iter().map(|e| e.1).sum(),
         records_held: ends.iter().map(|e| e.2).sum(),
         groups,

@@ -25,7 +25,7 @@ pub(super) fn encoded<'a>(
             Ok(Message {
                 key: m.key.clone(),
                 value: codec.encode_text(&m.value).map_err(|e| {
-                    BusError::Schema(format!("{} on {}: {e}", schema.subject, topic.name))
+                    BusError::Schema(format!("{} on {}: {e}", schema.name, topic.name))
                 })?,
             })
         })
