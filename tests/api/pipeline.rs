@@ -19,6 +19,13 @@ crate::all_backends!(
     a_different_second_decision_of_a_claim_changes_and_announces_nothing,
 );
 
+mod kafka_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fraud_state_follows_the_partitions_a_process_takes_over() {
+        super::fraud_state_follows_the_partitions_a_process_takes_over().await
+    }
+}
+
 /// Polls the claim until it leaves `received`.
 pub async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -298,4 +305,47 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
         .unwrap()
         .is_none());
     assert_eq!(app.store.audit_counts("acme").await.unwrap()["CLM-1"], 1);
+}
+
+/// Two processes share the fraud stage, then one leaves: the other takes its partitions
+/// over and rebuilds its state from the state topics, so it knows the claims the first
+/// one scored. Eight claims of eight members are scored while both run (with four
+/// partitions split between them, all eight land on one process in about 1 run in 256);
+/// after the second process stops, a near-duplicate of each must be called one.
+async fn fraud_state_follows_the_partitions_a_process_takes_over() {
+    let app = TestApp::spawn(Backend::Kafka).await;
+    let s = ready_tenant(&app, "acme").await;
+    let mut other = app.spawn_sibling_running(Some(&["fraud"]), |_| {}).await;
+    // Long enough for the group to rebalance over both members.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let of_member = |id: String, i: usize| {
+        let mut c = claim(&id);
+        c["member_id"] = json!(format!("MBR-{i}"));
+        c
+    };
+    for i in 0..8 {
+        submit(&app, &s, of_member(format!("CLM-A{i}"), i)).await;
+    }
+    for i in 0..8 {
+        decided(&app, &s, &format!("CLM-A{i}")).await;
+    }
+    other.stop().await;
+    for i in 0..8 {
+        submit(&app, &s, of_member(format!("CLM-B{i}"), i)).await;
+    }
+    for i in 0..8 {
+        let id = format!("CLM-B{i}");
+        decided(&app, &s, &id).await;
+        let fraud = app.get(&format!("/claims/{id}/fraud"), &s.access).await;
+        let reasons = fraud.body["reasons"].as_array().unwrap();
+        assert!(
+            reasons.iter().any(|r| r["code"] == "NEAR_DUPLICATE"
+                && r["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("CLM-A{i} "))),
+            "{id}: {}",
+            fraud.body
+        );
+    }
 }

@@ -220,6 +220,8 @@ impl EmbeddedLog {
             topics: topics.to_vec(),
             positions: HashMap::new(),
             leases: HashMap::new(),
+            takes: 0,
+            assignments: Default::default(),
             rotation: 0,
         })
     }
@@ -367,6 +369,9 @@ pub struct EmbeddedConsumer {
     leases: HashMap<String, Instant>,
     /// The partition each read starts at, advanced every read.
     rotation: u32,
+    /// Leases taken afresh, and how many were reported.
+    takes: u64,
+    assignments: super::Assignments,
 }
 
 #[derive(sqlx::FromRow)]
@@ -506,12 +511,18 @@ impl EmbeddedConsumer {
                 .is_none()
             {
                 self.positions.retain(|(t, _), _| t != topic);
+                self.takes += 1;
             }
         } else {
             self.leases.remove(topic);
             self.positions.retain(|(t, _), _| t != topic);
         }
         Ok(held)
+    }
+
+    /// See [`super::Consumer::reassigned`]: a lease taken again after it was lost.
+    pub fn reassigned(&mut self) -> bool {
+        self.assignments.reassigned(self.takes)
     }
 
     /// Stores, per partition, the offset after the last of `records`.

@@ -18,12 +18,16 @@
 //!   a broker that keeps every version.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::ClientContext;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -385,12 +389,17 @@ impl KafkaBus {
         if let Some(id) = &self.inner.settings.instance_id {
             config.set("group.instance.id", format!("{id}.{group}"));
         }
-        let consumer: StreamConsumer = config.create().map_err(broker)?;
+        let assigned = Arc::new(AtomicU64::new(0));
+        let consumer: StreamConsumer<Rebalances> = config
+            .create_with_context(Rebalances(assigned.clone()))
+            .map_err(broker)?;
         let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
         consumer.subscribe(&names).map_err(broker)?;
         Ok(KafkaConsumer {
             bus: self.clone(),
             consumer,
+            assigned,
+            assignments: Default::default(),
             schemas: topics
                 .iter()
                 .filter_map(|t| Some((t.name.clone(), t.schema?)))
@@ -452,9 +461,26 @@ fn to_record<M: rdkafka::Message>(m: &M, schema: Option<&TopicSchema>) -> Record
 }
 
 /// This process's member of a consumer group.
+/// Counts the rebalances that assigned this member partitions.
+struct Rebalances(Arc<AtomicU64>);
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            if partitions.count() > 0 {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 pub struct KafkaConsumer {
     bus: KafkaBus,
-    consumer: StreamConsumer,
+    consumer: StreamConsumer<Rebalances>,
+    assigned: Arc<AtomicU64>,
+    assignments: super::Assignments,
     /// The value schema of each subscribed topic that has one.
     schemas: HashMap<String, &'static TopicSchema>,
 }
@@ -489,6 +515,12 @@ impl KafkaConsumer {
             }
         }
         Ok(out)
+    }
+
+    /// See [`super::Consumer::reassigned`].
+    pub fn reassigned(&mut self) -> bool {
+        let count = self.assigned.load(Ordering::Relaxed);
+        self.assignments.reassigned(count)
     }
 
     fn schema_of(&self, topic: &str) -> Option<&'static TopicSchema> {

@@ -118,6 +118,16 @@ impl Consumer {
         }
     }
 
+    /// Whether partitions came to this consumer since the last call, other than its
+    /// first assignment: another process had them, and may have moved state on that
+    /// this process keeps in memory.
+    pub fn reassigned(&mut self) -> bool {
+        match self {
+            Consumer::Embedded(c) => c.reassigned(),
+            Consumer::Kafka(c) => c.reassigned(),
+        }
+    }
+
     /// Marks these records processed: the group resumes after them.
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
         match self {
@@ -139,5 +149,21 @@ impl Consumer {
             Consumer::Embedded(c) => c.publish_and_commit(outputs, records).await,
             Consumer::Kafka(c) => c.publish_and_commit(outputs, records).await,
         }
+    }
+}
+
+/// A consumer's count of partition assignments as last reported.
+#[derive(Debug, Default)]
+pub(crate) struct Assignments {
+    reported: u64,
+}
+
+impl Assignments {
+    /// Whether `count` assignments so far include one after the first that was not
+    /// reported yet.
+    pub(crate) fn reassigned(&mut self, count: u64) -> bool {
+        let new = count > self.reported.max(1);
+        self.reported = count;
+        new
     }
 }

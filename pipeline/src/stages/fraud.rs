@@ -267,6 +267,13 @@ impl Stage for Fraud {
         self.topics.evaluated.clone()
     }
 
+    /// The process that had the partitions wrote its state changes to the state topics,
+    /// and after them only what it acknowledged: rebuilding from them takes its work in.
+    async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
+        self.state = Fraud::restore(self.topics.clone(), bus).await?.state;
+        Ok(())
+    }
+
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len() * 2);
         let mut providers = Vec::new();

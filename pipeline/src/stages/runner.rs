@@ -40,6 +40,14 @@ pub trait Stage: Send + 'static {
     /// The consumer group; one name per stage.
     fn name(&self) -> &'static str;
     fn input(&self) -> TopicSpec;
+    /// Partitions came to this process from another after it started, which may have
+    /// moved on state this stage keeps in memory: rebuild it. Most stages keep none.
+    fn reassigned(
+        &mut self,
+        _bus: &Bus,
+    ) -> impl std::future::Future<Output = Result<(), StageError>> + Send {
+        async { Ok(()) }
+    }
     /// Turns decoded records into outputs; `Err` retries the whole batch.
     fn handle(
         &mut self,
@@ -79,6 +87,15 @@ pub async fn run<S: Stage>(
         };
         if batch.is_empty() {
             continue;
+        }
+        // Before the batch, which may come from the partitions just taken over.
+        if consumer.reassigned() {
+            let mut attempt = 0;
+            while let Err(e) = stage.reassigned(&bus).await {
+                tracing::warn!(stage = stage.name(), error = %e, "Restoring state failed; retrying.");
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
         }
         let mut attempt = 0;
         let started = std::time::Instant::now();

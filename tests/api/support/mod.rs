@@ -126,9 +126,20 @@ impl TestApp {
     /// A second process on the same database (and data folder), and on Kafka the same
     /// broker, topics and groups, as when scaling out or restarting.
     pub async fn spawn_sibling(&self, tweak: impl FnOnce(&mut Settings)) -> Self {
+        self.spawn_sibling_running(None, tweak).await
+    }
+
+    /// [`TestApp::spawn_sibling`] running only `roles` (`api` and stage names), as
+    /// `claims serve --stages` does; all of them when `None`.
+    pub async fn spawn_sibling_running(
+        &self,
+        roles: Option<&[&str]>,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
         let kafka = self.config.kafka.as_ref().map(|k| k.brokers.clone());
         let (prefix, partitions) = (self.config.topic_prefix.clone(), self.config.partitions);
-        Self::spawn_on(self._db.clone(), self._dir.clone(), move |s| {
+        let roles = roles.map(|r| r.iter().map(|s| s.to_string()).collect());
+        Self::spawn_running(self._db.clone(), self._dir.clone(), roles, move |s| {
             s.kafka_brokers = kafka;
             s.topic_prefix = prefix;
             s.partitions = partitions;
@@ -140,6 +151,15 @@ impl TestApp {
     async fn spawn_on(
         db: std::sync::Arc<Database>,
         dir: std::sync::Arc<tempfile::TempDir>,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
+        Self::spawn_running(db, dir, None, tweak).await
+    }
+
+    async fn spawn_running(
+        db: std::sync::Arc<Database>,
+        dir: std::sync::Arc<tempfile::TempDir>,
+        roles: Option<Vec<String>>,
         tweak: impl FnOnce(&mut Settings),
     ) -> Self {
         // The service's logs, shown with a failing test (RUST_LOG to change the level).
@@ -159,7 +179,10 @@ impl TestApp {
         };
         tweak(&mut settings);
         let config = Config::from_settings(settings).unwrap();
-        let server = Server::build(&config).await.unwrap();
+        let mut server = Server::build(&config).await.unwrap();
+        if let Some(roles) = roles {
+            server = server.with_roles(roles);
+        }
         let addr = server.local_addr();
         let store = server.state().store.clone();
         let state = server.state().clone();
