@@ -39,29 +39,22 @@ pub struct Topics {
 impl Topics {
     pub fn new(prefix: &str, partitions: u32) -> Self {
         let name = |n: &str| format!("{prefix}{n}");
+        let stream = |n: &str| TopicSpec::new(name(n), partitions, false);
+        let state = |n: &str| TopicSpec::new(name(n), partitions, true);
         Self {
-            submissions: TopicSpec::new(name("claims.submissions"), partitions, false),
-            rejects: TopicSpec::new(name("claims.rejects"), partitions, false)
-                .with_schema(&avro::REJECTED),
-            intake: TopicSpec::new(name("claims.intake"), partitions, false)
-                .with_schema(&avro::CLAIM_SUBMITTED),
-            validated: TopicSpec::new(name("claims.validated"), partitions, false)
-                .with_schema(&avro::CLAIM_IN_PROCESS),
-            evaluated: TopicSpec::new(name("claims.evaluated"), partitions, false)
-                .with_schema(&avro::CLAIM_IN_PROCESS),
-            scored: TopicSpec::new(name("claims.scored"), partitions, false)
-                .with_schema(&avro::CLAIM_IN_PROCESS),
-            decided: TopicSpec::new(name("claims.decided"), partitions, false)
-                .with_schema(&avro::DECISION),
-            events: TopicSpec::new(name("claims.events"), partitions, false)
-                .with_schema(&avro::DOMAIN_EVENT),
-            workflow: TopicSpec::new(name("claims.workflow"), partitions, false),
-            fraud_providers: TopicSpec::new(name("state.fraud-providers"), partitions, true)
-                .with_schema(&avro::PROVIDER_STATS),
-            fraud_members: TopicSpec::new(name("state.fraud-members"), partitions, true)
-                .with_schema(&avro::MEMBER_STATE),
-            uploads: TopicSpec::new(name("uploads.received"), partitions, false),
-            uploads_scanned: TopicSpec::new(name("uploads.scanned"), partitions, false),
+            submissions: stream("claims.submissions"),
+            rejects: stream("claims.rejects").with_schema(&avro::REJECTED),
+            intake: stream("claims.intake").with_schema(&avro::CLAIM_SUBMITTED),
+            validated: stream("claims.validated").with_schema(&avro::CLAIM_IN_PROCESS),
+            evaluated: stream("claims.evaluated").with_schema(&avro::CLAIM_IN_PROCESS),
+            scored: stream("claims.scored").with_schema(&avro::CLAIM_IN_PROCESS),
+            decided: stream("claims.decided").with_schema(&avro::DECISION),
+            events: stream("claims.events").with_schema(&avro::DOMAIN_EVENT),
+            workflow: stream("claims.workflow"),
+            fraud_providers: state("state.fraud-providers").with_schema(&avro::PROVIDER_STATS),
+            fraud_members: state("state.fraud-members").with_schema(&avro::MEMBER_STATE),
+            uploads: stream("uploads.received"),
+            uploads_scanned: stream("uploads.scanned"),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }

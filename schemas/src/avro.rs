@@ -312,17 +312,10 @@ impl Codec {
                     let Some(f) = r.lookup.get(&name).map(|i| &r.fields[*i]) else {
                         continue;
                     };
-                    let x = match (x, is_json(f)) {
-                        (Avro::String(text), true) => {
-                            serde_json::from_str(&text).map_err(|e| err(e.to_string()))?
-                        }
-                        (Avro::Union(_, inner), true) if matches!(*inner, Avro::String(_)) => {
-                            let Avro::String(text) = *inner else {
-                                unreachable!()
-                            };
-                            serde_json::from_str(&text).map_err(|e| err(e.to_string()))?
-                        }
-                        (x, _) => self.to_json(x, &f.schema)?,
+                    let x = if is_json(f) {
+                        json_text(x)?
+                    } else {
+                        self.to_json(x, &f.schema)?
                     };
                     // Absent rather than null: the Rust types skip their empty options.
                     if !x.is_null() {
@@ -333,6 +326,15 @@ impl Codec {
             }
             (v, s) => return Err(err(format!("{v:?} does not fit {}", kind(s)))),
         })
+    }
+}
+
+/// The document of a field of JSON text (a string, or a nullable one).
+fn json_text(v: Avro) -> Result<Json, AvroError> {
+    match v {
+        Avro::Union(_, inner) => json_text(*inner),
+        Avro::String(text) => serde_json::from_str(&text).map_err(|e| err(e.to_string())),
+        _ => Ok(Json::Null),
     }
 }
 

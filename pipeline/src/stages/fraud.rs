@@ -238,6 +238,12 @@ pub struct Fraud {
 impl Fraud {
     /// Rebuilds the state from the compacted state topics.
     pub async fn restore(topics: Topics, bus: &Bus) -> Result<Self, StageError> {
+        let state = Self::load(&topics, bus).await?;
+        Ok(Self { topics, state })
+    }
+
+    /// The latest record of each key of the state topics.
+    async fn load(topics: &Topics, bus: &Bus) -> Result<FraudState, StageError> {
         let mut state = FraudState::default();
         for r in bus.scan(&topics.fraud_providers).await? {
             if let Ok(v) = serde_json::from_slice(&r.value) {
@@ -254,7 +260,7 @@ impl Fraud {
             members = state.members.len(),
             "Fraud state restored."
         );
-        Ok(Self { topics, state })
+        Ok(state)
     }
 }
 
@@ -270,7 +276,7 @@ impl Stage for Fraud {
     /// The process that had the partitions wrote its state changes to the state topics,
     /// and after them only what it acknowledged: rebuilding from them takes its work in.
     async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
-        self.state = Fraud::restore(self.topics.clone(), bus).await?.state;
+        self.state = Self::load(&self.topics, bus).await?;
         Ok(())
     }
 
