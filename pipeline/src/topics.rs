@@ -32,7 +32,8 @@ pub struct Topics {
     pub uploads: TopicSpec,
     /// Uploads found clean, waiting for OCR.
     pub uploads_scanned: TopicSpec,
-    /// Records no stage could decode, kept for an operator.
+    /// Records no stage could decode, kept for an operator: their bytes as they were
+    /// read, so it has no schema.
     pub dead_letter: TopicSpec,
 }
 
@@ -42,7 +43,7 @@ impl Topics {
         let stream = |n: &str| TopicSpec::new(name(n), partitions, false);
         let state = |n: &str| TopicSpec::new(name(n), partitions, true);
         Self {
-            submissions: stream("claims.submissions"),
+            submissions: stream("claims.submissions").with_schema(&avro::SUBMISSION),
             rejects: stream("claims.rejects").with_schema(&avro::REJECTED),
             intake: stream("claims.intake").with_schema(&avro::CLAIM_SUBMITTED),
             validated: stream("claims.validated").with_schema(&avro::CLAIM_IN_PROCESS),
@@ -50,11 +51,11 @@ impl Topics {
             scored: stream("claims.scored").with_schema(&avro::CLAIM_IN_PROCESS),
             decided: stream("claims.decided").with_schema(&avro::DECISION),
             events: stream("claims.events").with_schema(&avro::DOMAIN_EVENT),
-            workflow: stream("claims.workflow"),
+            workflow: stream("claims.workflow").with_schema(&avro::OFFICER_DECISION),
             fraud_providers: state("state.fraud-providers").with_schema(&avro::PROVIDER_STATS),
             fraud_members: state("state.fraud-members").with_schema(&avro::MEMBER_STATE),
-            uploads: stream("uploads.received"),
-            uploads_scanned: stream("uploads.scanned"),
+            uploads: stream("uploads.received").with_schema(&avro::UPLOAD),
+            uploads_scanned: stream("uploads.scanned").with_schema(&avro::UPLOAD),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }

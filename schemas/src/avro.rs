@@ -104,16 +104,22 @@ topic_schema!(CLAIM_IN_PROCESS, "claim-in-process", ["1"]);
 topic_schema!(DECISION, "decision", ["1"]);
 topic_schema!(PROVIDER_STATS, "provider-stats", ["1"]);
 topic_schema!(MEMBER_STATE, "member-state", ["1"]);
+topic_schema!(SUBMISSION, "submission", ["1"]);
+topic_schema!(OFFICER_DECISION, "officer-decision", ["1"]);
+topic_schema!(UPLOAD, "upload", ["1"]);
 
 /// Every value schema, for listings and tests.
-pub static ALL: [&TopicSchema; 7] = [
+pub static ALL: [&TopicSchema; 10] = [
     &DOMAIN_EVENT,
     &REJECTED,
+    &SUBMISSION,
     &CLAIM_SUBMITTED,
     &CLAIM_IN_PROCESS,
     &DECISION,
+    &OFFICER_DECISION,
     &PROVIDER_STATS,
     &MEMBER_STATE,
+    &UPLOAD,
 ];
 
 /// The schema of every key: plain UTF-8 text.

@@ -235,7 +235,8 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
     assert_eq!(topic("state.fraud-members")["compacted"], true);
     assert_eq!(topic("claims.events")["value_schema"], "domain-event");
     assert_eq!(topic("claims.scored")["value_schema"], "claim-in-process");
-    assert_eq!(topic("claims.workflow")["value_schema"], Value::Null);
+    assert_eq!(topic("claims.workflow")["value_schema"], "officer-decision");
+    assert_eq!(topic("claims.dead-letter")["value_schema"], Value::Null);
 
     let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.events", "--limit", "1"]);
     assert!(ok, "{err}");

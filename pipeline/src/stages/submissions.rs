@@ -8,13 +8,15 @@
 //!
 //! The record: key `tenant_id/claim_id` (any key is accepted; the stage keys what it
 //! writes itself), value `{"tenant_id": "…", "claim": {…}}` with the claim as
-//! `POST /claims/intake` takes it. The tenant comes from the record, so producing to
+//! `POST /claims/intake` takes it, as JSON or as Avro (`schemas/avro/submission.avsc`,
+//! single-object encoded, decoded by the bus). The tenant comes from the record, so producing to
 //! this topic is a privilege the broker's ACLs grant, as a token grants REST intake.
 //!
 //! Redelivery: the claim's `received_at` is the record's timestamp, so a record
 //! accepted before a crash finds its own claim (same submission, same time) and is not
 //! refused as a duplicate of itself.
 
+use schemas::avro;
 use schemas::claim::ClaimSubmission;
 use schemas::Date;
 use serde::{Deserialize, Serialize};
@@ -83,6 +85,22 @@ fn refusal(code: &str, message: impl Into<String>, field: Option<&str>) -> Rejec
 
 /// The record parsed: its tenant and claim, or why it cannot be read.
 pub fn parse(value: &[u8]) -> Result<(String, ClaimSubmission), (Option<String>, RejectError)> {
+    // The bus has already read an Avro value of a known version of the topic's schema
+    // into JSON; one still in Avro was written with a schema this service does not know.
+    if value.starts_with(&avro::MAGIC) {
+        return Err((
+            None,
+            refusal(
+                "BAD_REQUEST",
+                format!(
+                    "the record is Avro written with a schema this service does not know; \
+                     write it with schemas/avro/{}.avsc, or as JSON",
+                    avro::SUBMISSION.name
+                ),
+                None,
+            ),
+        ));
+    }
     let envelope: Envelope = serde_json::from_slice(value).map_err(|e| {
         (
             None,
