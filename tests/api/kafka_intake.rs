@@ -86,49 +86,6 @@ fn produce_with_python(topic: &str, records: &[(&str, Payload)]) {
 }
 
 async fn claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest_claims() {
-        super::claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest_claims()
-            .await
-    }
-}
-
-/// Produces `(key, value)` records to `topic` with Python's confluent-kafka.
-fn produce_with_python(topic: &str, records: &[(&str, String)]) {
-    let script = "import sys, json\n\
-                  from confluent_kafka import Producer\n\
-                  brokers, topic = sys.argv[1:3]\n\
-                  p = Producer({'bootstrap.servers': brokers, 'enable.idempotence': True})\n\
-                  for key, value in json.load(sys.stdin):\n\
-                  \x20   p.produce(topic, key=key.encode(), value=value.encode())\n\
-                  left = p.flush(30)\n\
-                  assert left == 0, f'{left} records not delivered'\n\
-                  print('produced')";
-    let mut child = std::process::Command::new(crate::support::python())
-        .args([
-            "-c",
-            script,
-            &crate::support::backend::kafka_brokers(),
-            topic,
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python with confluent-kafka (scripts/test installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string(records).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("produced"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn claims_produced_straight_onto_kafka_are_checked_and_processed_like_rest_claims() {
     let app = TestApp::spawn(Backend::Kafka).await;
     let s = ready_tenant(&app, "acme").await;
     // Taken over REST first, so that the same id over Kafka is a duplicate.
