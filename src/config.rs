@@ -55,6 +55,9 @@ pub struct Settings {
     pub kafka_brokers: Option<String>,
     /// Replicas of each topic the service creates on Kafka (`CLAIMS_KAFKA_REPLICATION`).
     pub kafka_replication: u16,
+    /// A Confluent-compatible schema registry, `http(s)://host:port`: set, Avro values
+    /// on Kafka use its wire format and registered ids (`CLAIMS_SCHEMA_REGISTRY_URL`).
+    pub schema_registry_url: Option<String>,
     /// A stable name of this process (e.g. a StatefulSet pod name): restarted, it takes
     /// up its embedded-log leases (or, on Kafka, its static group memberships) at once;
     /// unset, a restart waits up to 5 s (Kafka: 10 s) for them.
@@ -122,6 +125,7 @@ impl Default for Settings {
             partitions: 8,
             kafka_brokers: None,
             kafka_replication: 1,
+            schema_registry_url: None,
             instance_id: None,
             webhook_allow_private: false,
             webhook_max_in_flight: 256,
@@ -232,6 +236,20 @@ impl Config {
         {
             bail!("CLAIMS_TOPIC_PREFIX may contain only letters, digits and . _ -");
         }
+        let registry = match s.schema_registry_url.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                Some(url.to_owned())
+            }
+            Some(_) => bail!("CLAIMS_SCHEMA_REGISTRY_URL must be an http:// or https:// URL"),
+        };
+        if registry.is_some()
+            && s.kafka_brokers
+                .as_deref()
+                .is_none_or(|b| b.trim().is_empty())
+        {
+            bail!("CLAIMS_SCHEMA_REGISTRY_URL is for Kafka: set CLAIMS_KAFKA_BROKERS too");
+        }
         let kafka = match s.kafka_brokers.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(brokers) => {
@@ -249,6 +267,7 @@ impl Config {
                     replication: s.kafka_replication,
                     group_prefix: s.topic_prefix.clone(),
                     instance_id: s.instance_id.clone(),
+                    schema_registry: registry,
                 })
             }
         };

@@ -15,7 +15,7 @@ pub struct Topics {
     pub intake: TopicSpec,
     /// Claims checked against their contract, with provider and contract facts.
     pub validated: TopicSpec,
-    /// Claims with their rulebook verdict.
+    /// Claims with their rulebook verdict, keyed by member for the fraud stage.
     pub evaluated: TopicSpec,
     /// Claims with their fraud score.
     pub scored: TopicSpec,

@@ -125,6 +125,18 @@ pub static ALL: [&TopicSchema; 10] = [
 /// The schema of every key: plain UTF-8 text.
 pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");
 
+/// The schema a value was written with, as a schema registry hands it out by id.
+#[derive(Debug, Clone)]
+pub struct WriterSchema(Schema);
+
+impl WriterSchema {
+    pub fn parse(avsc: &str) -> Result<Self, AvroError> {
+        Schema::parse_str(avsc)
+            .map(Self)
+            .map_err(|e| err(e.to_string()))
+    }
+}
+
 /// Encodes and decodes one topic's values.
 #[derive(Debug)]
 pub struct Codec {
@@ -172,13 +184,19 @@ impl Codec {
 
     /// A JSON document as a single-object encoded value of the current schema.
     pub fn encode(&self, json: &Json) -> Result<Vec<u8>, AvroError> {
+        let mut out = self.header.to_vec();
+        self.write_datum(json, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends a JSON document as a binary datum of the current schema, with no header
+    /// (the Confluent wire format puts its own before it).
+    pub fn write_datum(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
         let value = self.to_avro(json, &self.schema, "")?;
         let datum =
             apache_avro::to_avro_datum(&self.schema, value).map_err(|e| err(e.to_string()))?;
-        let mut out = Vec::with_capacity(10 + datum.len());
-        out.extend_from_slice(&self.header);
         out.extend_from_slice(&datum);
-        Ok(out)
+        Ok(())
     }
 
     /// [`Codec::encode`] from JSON text.
@@ -199,8 +217,19 @@ impl Codec {
             .writers
             .get(&fp)
             .ok_or_else(|| err(format!("unknown schema fingerprint {}", hex(&fp))))?;
+        self.resolve(writer, &bytes[10..])
+    }
+
+    /// A binary datum written with `writer` (this schema, an earlier version, or any
+    /// schema Avro's resolution can read into this one) as a JSON document of the
+    /// current schema.
+    pub fn read_datum(&self, writer: &WriterSchema, datum: &[u8]) -> Result<Json, AvroError> {
+        self.resolve(&writer.0, datum)
+    }
+
+    fn resolve(&self, writer: &Schema, datum: &[u8]) -> Result<Json, AvroError> {
         let reader = (writer != &self.schema).then_some(&self.schema);
-        let value = apache_avro::from_avro_datum(writer, &mut &bytes[10..], reader)
+        let value = apache_avro::from_avro_datum(writer, &mut &datum[..], reader)
             .map_err(|e| err(e.to_string()))?;
         self.to_json(value, &self.schema)
     }

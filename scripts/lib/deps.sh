@@ -66,6 +66,9 @@ ensure_postgres() {
 }
 
 # A Python virtual environment with the packages the tests use as independent clients.
+# The last five are what confluent-kafka's schema registry client imports; they are named
+# here rather than through its `schemaregistry` extra, which asks for a certifi newer
+# than the package index holds.
 ensure_python_tools() {
   apt_install python3 python3-venv
   local venv="${CLAIMS_PY_VENV:-$HOME/.cache/claims/venv}"
@@ -74,7 +77,8 @@ ensure_python_tools() {
     python3 -m venv "$venv"
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0" \
-    "confluent-kafka==2.16.1" "fastavro==1.13.1"
+    "confluent-kafka==2.16.1" "fastavro==1.13.1" \
+    "attrs==26.1.0" "cachetools==8.0.1" "certifi==2026.10.18" "httpx2==2.16.2" "authlib==1.9.9"
   export CLAIMS_PYTHON="$venv/bin/python"
 }
 

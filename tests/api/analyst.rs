@@ -1,14 +1,15 @@
 //! An analyst reads a topic with a Kafka client that is not this project's (Python's
-//! `confluent-kafka` and `fastavro`) and only the schemas in `schemas/avro/`: the
-//! README's recipe, run as it is written, with the test's broker and topic names.
+//! `confluent-kafka` and `fastavro`): with only the schemas in `schemas/avro/`, or with
+//! Confluent's deserializer and a schema registry. The README's recipes, run as they are
+//! written, with the test's broker, registry and topic names.
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::claims::{claim, ready_tenant, submit};
 use crate::pipeline::{decided, events};
-use crate::support::{Backend, TestApp};
+use crate::support::{Backend, Session, TestApp};
 
 #[test]
 fn fastavro_reads_every_golden_value_with_the_schemas_alone() {
@@ -85,58 +86,80 @@ mod kafka {
     async fn the_readme_recipe_reads_the_events_topic_with_fastavro() {
         super::the_readme_recipe_reads_the_events_topic_with_fastavro().await
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn through_a_schema_registry_confluents_serializers_write_and_read_the_topics() {
+        super::through_a_schema_registry_confluents_serializers_write_and_read_the_topics().await
+    }
 }
 
-/// The Python block after `<!-- analyst-recipe -->` in the README.
-fn recipe() -> String {
+/// The Python block after `<!-- {marker} -->` in the README.
+fn recipe(marker: &str) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
     let (_, after) = readme
-        .split_once("<!-- analyst-recipe -->\n```python\n")
-        .expect("the README has the analyst recipe");
+        .split_once(&format!("<!-- {marker} -->\n```python\n"))
+        .unwrap_or_else(|| panic!("the README has the {marker}"));
     after.split_once("```").unwrap().0.to_owned()
 }
 
-async fn the_readme_recipe_reads_the_events_topic_with_fastavro() {
-    let app = TestApp::spawn(Backend::Kafka).await;
-    let s = ready_tenant(&app, "acme").await;
+/// Submits a claim that completes and one that is blocked (three events in all).
+async fn two_claims(app: &TestApp, s: &Session) {
     // Over the hard stop: blocked, with two events.
     let mut blocked = claim("CLM-2");
-    blocked["claim_amount"] = serde_json::json!(6_000_000);
-    blocked["lines"] = serde_json::json!([]);
+    blocked["claim_amount"] = json!(6_000_000);
+    blocked["lines"] = json!([]);
     for c in [claim("CLM-1"), blocked] {
-        submit(&app, &s, c).await;
+        submit(app, s, c).await;
     }
-    for id in ["CLM-1", "CLM-2"] {
-        decided(&app, &s, id).await;
-    }
-    let mut expected = events(&app, "acme", "CLM-1").await;
-    expected.extend(events(&app, "acme", "CLM-2").await);
-    assert_eq!(expected.len(), 3, "{expected:?}");
+}
 
-    let script = recipe()
-        .replace("kafka1:9092", &crate::support::backend::kafka_brokers())
-        .replace(
-            "\"claims.events\"",
-            &format!("\"{}\"", app.state.topics.events.name),
-        );
-    let python = crate::support::python();
+/// Runs a Python `script` with `args` in the project's folder; its standard output.
+async fn run_python(script: &str, args: &[&str]) -> String {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
-        tokio::process::Command::new(python)
-            .args(["-c", &script])
+        tokio::process::Command::new(crate::support::python())
+            .arg("-c")
+            .arg(script)
+            .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output(),
     )
     .await
-    .expect("the recipe ends once the topic is read")
+    .expect("the script ends")
     .unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut read: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn the_readme_recipe_reads_the_events_topic_with_fastavro() {
+    let app = TestApp::spawn(Backend::Kafka).await;
+    let s = ready_tenant(&app, "acme").await;
+    two_claims(&app, &s).await;
+    let script = recipe("analyst-recipe")
+        .replace("kafka1:9092", &crate::support::backend::kafka_brokers())
+        .replace(
+            "\"claims.events\"",
+            &format!("\"{}\"", app.state.topics.events.name),
+        );
+    assert_read_as_published(&app, &s, &["CLM-1", "CLM-2"], &script).await;
+}
+
+/// The events of `claims` read by the analyst's `script` are exactly those the service
+/// published.
+async fn assert_read_as_published(app: &TestApp, s: &Session, claims: &[&str], script: &str) {
+    let mut expected = Vec::new();
+    for id in claims {
+        decided(app, s, id).await;
+        expected.extend(events(app, "acme", id).await);
+    }
+    assert_eq!(expected.len(), claims.len() + 1, "{expected:?}");
+    let out = run_python(script, &[]).await;
+    let mut read: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
@@ -152,4 +175,128 @@ async fn the_readme_recipe_reads_the_events_topic_with_fastavro() {
         read, expected,
         "the analyst reads what the service published"
     );
+}
+
+/// The stand-in registry (`support/schema_registry.py`), killed when dropped, and its URL.
+async fn schema_registry() -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(crate::support::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/api/support/schema_registry.py"
+        ))
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    tokio::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut port)
+        .await
+        .unwrap();
+    (child, format!("http://127.0.0.1:{}", port.trim()))
+}
+
+async fn through_a_schema_registry_confluents_serializers_write_and_read_the_topics() {
+    let (_registry, url) = schema_registry().await;
+    let registry_url = url.clone();
+    let app = TestApp::spawn_with(Backend::Kafka, move |s| {
+        s.schema_registry_url = Some(registry_url)
+    })
+    .await;
+    let s = ready_tenant(&app, "acme").await;
+    two_claims(&app, &s).await;
+
+    // A payer's own Avro serializer writes a claim onto the submissions topic, with a
+    // newer version of the schema (one more field, with a default): registered under a
+    // new id, which the service fetches and reads into its own version.
+    let mut doc = json!({"tenant_id": "acme", "claim": claim("CLM-3"), "payer_batch": "B-7"});
+    doc["claim"]["metadata"] = json!(doc["claim"]["metadata"].to_string());
+    let producer = r#"
+import json, sys
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+brokers, registry, topic, doc = sys.argv[1:5]
+schema = json.load(open("schemas/avro/submission.avsc"))
+schema["fields"].append({"name": "payer_batch", "type": "string", "default": ""})
+serialize = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(schema))
+value = serialize(json.loads(doc), SerializationContext(topic, MessageField.VALUE))
+p = Producer({"bootstrap.servers": brokers, "enable.idempotence": True})
+p.produce(topic, key=b"acme/CLM-3", value=value)
+assert p.flush(30) == 0
+print(value[0], int.from_bytes(value[1:5], "big"))
+"#;
+    let brokers = crate::support::backend::kafka_brokers();
+    let written = run_python(
+        producer,
+        &[
+            &brokers,
+            &url,
+            &app.state.topics.submissions.name,
+            &doc.to_string(),
+        ],
+    )
+    .await;
+    let service_id = registered_id(&url, &app.state.topics.submissions.name).await;
+    let (magic, id) = written.trim().split_once(' ').unwrap();
+    assert_eq!(magic, "0", "the Confluent wire format");
+    assert_ne!(
+        id,
+        service_id.to_string(),
+        "the payer's schema is another version"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while app.get("/claims/CLM-3", &s.access).await.status != reqwest::StatusCode::OK {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "CLM-3 was never accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = decided(&app, &s, "CLM-3").await;
+    assert_eq!(c["outcome"], "ADJUDICATED");
+    assert_eq!(c["metadata"], json!({"channel": "api"}));
+
+    // The service registered each topic's schema under `<topic>-value`.
+    let subjects: Vec<String> = reqwest::get(format!("{url}/subjects"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for t in app.state.topics.all().iter().filter(|t| t.schema.is_some()) {
+        assert!(
+            subjects.contains(&format!("{}-value", t.name)),
+            "{}",
+            t.name
+        );
+    }
+
+    // An analyst reads the events with Confluent's deserializer and the registry alone.
+    let script = recipe("analyst-recipe-registry")
+        .replace("kafka1:9092", &brokers)
+        .replace("http://registry:8081", &url)
+        .replace(
+            "\"claims.events\"",
+            &format!("\"{}\"", app.state.topics.events.name),
+        );
+    assert_read_as_published(&app, &s, &["CLM-1", "CLM-2", "CLM-3"], &script).await;
+}
+
+/// The id of the service's submission schema under `topic` in the registry at `url`
+/// (registering a schema the subject holds answers its id).
+async fn registered_id(url: &str, topic: &str) -> u64 {
+    let schema = schemas::avro::SUBMISSION.avsc;
+    let res: Value = reqwest::Client::new()
+        .post(format!("{url}/subjects/{topic}-value/versions"))
+        .body(json!({ "schema": schema }).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    res["id"].as_u64().unwrap()
 }

@@ -310,8 +310,10 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
 /// Two processes share the fraud stage, then one leaves: the other takes its partitions
 /// over and rebuilds its state from the state topics, so it knows the claims the first
 /// one scored. Eight claims of eight members are scored while both run (with four
-/// partitions split between them, all eight land on one process in about 1 run in 256);
-/// after the second process stops, a near-duplicate of each must be called one.
+/// partitions split between them, all eight land on one process in about 1 run in 256).
+/// While both still run, a near-duplicate of each must be called one: a member's claims
+/// meet in one partition, so in the process that saw the first. After the second
+/// process stops, a further near-duplicate of each must be called one too.
 async fn fraud_state_follows_the_partitions_a_process_takes_over() {
     let app = TestApp::spawn(Backend::Kafka).await;
     let s = ready_tenant(&app, "acme").await;
@@ -329,6 +331,14 @@ async fn fraud_state_follows_the_partitions_a_process_takes_over() {
     for i in 0..8 {
         decided(&app, &s, &format!("CLM-A{i}")).await;
     }
+    for i in 0..8 {
+        submit(&app, &s, of_member(format!("CLM-C{i}"), i)).await;
+    }
+    for i in 0..8 {
+        let id = format!("CLM-C{i}");
+        decided(&app, &s, &id).await;
+        assert_near_duplicate_of(&app, &s, &id, &format!("CLM-A{i}")).await;
+    }
     other.stop().await;
     // Until the group has rebalanced, this process still scores its own partitions
     // with the state it had: the limit of sharing the stage (docs/decisions.md).
@@ -339,16 +349,20 @@ async fn fraud_state_follows_the_partitions_a_process_takes_over() {
     for i in 0..8 {
         let id = format!("CLM-B{i}");
         decided(&app, &s, &id).await;
-        let fraud = app.get(&format!("/claims/{id}/fraud"), &s.access).await;
-        let reasons = fraud.body["reasons"].as_array().unwrap();
-        assert!(
-            reasons.iter().any(|r| r["code"] == "NEAR_DUPLICATE"
-                && r["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains(&format!("CLM-A{i} "))),
-            "{id}: {}",
-            fraud.body
-        );
+        assert_near_duplicate_of(&app, &s, &id, &format!("CLM-A{i}")).await;
     }
+}
+
+async fn assert_near_duplicate_of(app: &TestApp, s: &Session, id: &str, original: &str) {
+    let fraud = app.get(&format!("/claims/{id}/fraud"), &s.access).await;
+    let reasons = fraud.body["reasons"].as_array().unwrap();
+    assert!(
+        reasons.iter().any(|r| r["code"] == "NEAR_DUPLICATE"
+            && r["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{original} "))),
+        "{id} is not called a near-duplicate of {original}: {}",
+        fraud.body
+    );
 }

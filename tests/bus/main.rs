@@ -73,6 +73,7 @@ impl Fixture {
                         replication: 1,
                         group_prefix: format!("g{}.", uuid::Uuid::new_v4().simple()),
                         instance_id: None,
+                        schema_registry: None,
                     },
                     self.store.clone(),
                 )

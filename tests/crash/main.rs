@@ -437,6 +437,7 @@ async fn run(b: Backend, plan: Plan) {
                         replication: 1,
                         group_prefix: prefix.clone(),
                         instance_id: None,
+                        schema_registry: None,
                     },
                     store.clone(),
                 )

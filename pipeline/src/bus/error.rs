@@ -14,4 +14,7 @@ pub enum BusError {
     /// A record that does not fit its topic's Avro schema: a defect, not bad input.
     #[error("a record does not fit its topic's schema: {0}")]
     Schema(String),
+    /// The schema registry did not answer: worth retrying.
+    #[error("the schema registry: {0}")]
+    Registry(String),
 }

@@ -36,6 +36,7 @@ use schemas::avro::TopicSchema;
 use tokio::sync::Notify;
 
 use super::record::{partition_for, Message, Record};
+use super::registry::SchemaRegistry;
 use super::topic::TopicSpec;
 use super::{wire, BusError};
 use crate::clock::now_ms;
@@ -62,6 +63,9 @@ pub struct KafkaSettings {
     /// group members (`group.instance.id`), so a restarted process takes its partitions
     /// back at once instead of after the dead one's session times out.
     pub instance_id: Option<String>,
+    /// A Confluent-compatible schema registry (`CLAIMS_SCHEMA_REGISTRY_URL`): set, Avro
+    /// values use its wire format and registered ids ([`super::registry`]).
+    pub schema_registry: Option<String>,
 }
 
 #[derive(Clone)]
@@ -74,6 +78,7 @@ struct Inner {
     producer: FutureProducer,
     admin: AdminClient<DefaultClientContext>,
     store: Store,
+    registry: Option<SchemaRegistry>,
     /// Wakes this process's outbox relay after a transaction wrote to the outbox.
     outbox: Notify,
 }
@@ -108,12 +113,18 @@ impl KafkaBus {
             .create()
             .map_err(broker)?;
         let admin: AdminClient<DefaultClientContext> = base.create().map_err(broker)?;
+        let registry = settings
+            .schema_registry
+            .as_deref()
+            .map(SchemaRegistry::new)
+            .transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 settings,
                 producer,
                 admin,
                 store,
+                registry,
                 outbox: Notify::new(),
             }),
         })
@@ -121,6 +132,22 @@ impl KafkaBus {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// `messages` as this bus writes them to `topic` (see [`wire::encoded`]).
+    pub(super) async fn encoded<'a>(
+        &self,
+        topic: &TopicSpec,
+        messages: &'a [Message],
+    ) -> Result<std::borrow::Cow<'a, [Message]>, BusError> {
+        wire::encoded(topic, messages, self.inner.registry.as_ref()).await
+    }
+
+    /// Reads the values of `records` of a topic with `schema` back into JSON.
+    async fn decoded(&self, schema: Option<&TopicSchema>, records: &mut [Record]) {
+        for r in records {
+            wire::decode(schema, self.inner.registry.as_ref(), r).await;
+        }
     }
 
     /// Wakes the outbox relay: a transaction that wrote to the outbox committed.
@@ -133,7 +160,8 @@ impl KafkaBus {
     }
 
     /// Creates the topics that do not exist yet, compacted ones with
-    /// `cleanup.policy=compact`.
+    /// `cleanup.policy=compact`, and registers their value schemas with the schema
+    /// registry, if there is one.
     pub async fn ensure_topics(&self, topics: &[TopicSpec]) -> Result<(), BusError> {
         let replication = i32::from(self.inner.settings.replication.max(1));
         let new: Vec<NewTopic<'_>> = topics
@@ -170,13 +198,20 @@ impl KafkaBus {
                 }
             }
         }
+        if let Some(registry) = &self.inner.registry {
+            for t in topics {
+                if let Some(schema) = t.schema {
+                    registry.id_for(&t.name, schema).await?;
+                }
+            }
+        }
         Ok(())
     }
 
     /// Produces `messages` to their key's partitions and waits until the broker has
     /// acknowledged every one.
     pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {
-        let messages = wire::encoded(topic, messages)?;
+        let messages = self.encoded(topic, messages).await?;
         self.produce(placed(topic, &messages)).await
     }
 
@@ -329,8 +364,8 @@ impl KafkaBus {
             return Ok(Vec::new());
         }
         let consumer = self.reader()?;
-        let (topic, schema) = (spec.name.clone(), spec.schema);
-        blocking(move || {
+        let topic = spec.name.clone();
+        let mut records = blocking(move || {
             let mut tpl = TopicPartitionList::new();
             let mut until: HashMap<i32, i64> = HashMap::new();
             for (p, from, to) in &ranges {
@@ -354,7 +389,7 @@ impl KafkaBus {
                     continue;
                 };
                 if m.offset() < end {
-                    out.push(to_record(&m, schema));
+                    out.push(to_record(&m));
                 }
                 if m.offset() + 1 >= end {
                     until.remove(&m.partition());
@@ -363,7 +398,9 @@ impl KafkaBus {
             out.sort_by_key(|r: &Record| (r.partition, r.offset));
             Ok(out)
         })
-        .await
+        .await?;
+        self.decoded(spec.schema, &mut records).await;
+        Ok(records)
     }
 
     /// Joins consumer group `group` on `topics`: the broker assigns this process its
@@ -443,9 +480,9 @@ async fn blocking<T: Send + 'static>(
         .map_err(broker)
 }
 
-/// The record of a message read from a topic with `schema`, its value as JSON.
-fn to_record<M: rdkafka::Message>(m: &M, schema: Option<&TopicSchema>) -> Record {
-    let mut r = Record {
+/// The record of a message as read; [`KafkaBus::decoded`] turns Avro values into JSON.
+fn to_record<M: rdkafka::Message>(m: &M) -> Record {
+    Record {
         topic: m.topic().to_owned(),
         partition: m.partition() as u32,
         offset: m.offset(),
@@ -455,9 +492,7 @@ fn to_record<M: rdkafka::Message>(m: &M, schema: Option<&TopicSchema>) -> Record
             .unwrap_or_default(),
         value: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
         timestamp_ms: m.timestamp().to_millis().unwrap_or_else(now_ms),
-    };
-    wire::decode(schema, &mut r);
-    r
+    }
 }
 
 /// This process's member of a consumer group.
@@ -500,19 +535,23 @@ impl KafkaConsumer {
             Err(_) => return Ok(out),
             Ok(m) => {
                 let m = m.map_err(broker)?;
-                out.push(to_record(&m, self.schema_of(m.topic())));
+                out.push(to_record(&m));
             }
         }
         // A zero timeout still polls once: it takes what is ready without waiting.
         while out.len() < max {
             match tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await {
-                Ok(Ok(m)) => out.push(to_record(&m, self.schema_of(m.topic()))),
+                Ok(Ok(m)) => out.push(to_record(&m)),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "A consumer error; the batch ends here.");
                     break;
                 }
                 Err(_) => break,
             }
+        }
+        for r in &mut out {
+            let schema = self.schema_of(&r.topic);
+            self.bus.decoded(schema, std::slice::from_mut(r)).await;
         }
         Ok(out)
     }
@@ -561,10 +600,11 @@ impl KafkaConsumer {
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],
     ) -> Result<(), BusError> {
-        let outputs = outputs
-            .iter()
-            .map(|(t, ms)| Ok((t, wire::encoded(t, ms)?)))
-            .collect::<Result<Vec<_>, BusError>>()?;
+        let mut encoded = Vec::with_capacity(outputs.len());
+        for (t, ms) in outputs {
+            encoded.push((t, self.bus.encoded(t, ms).await?));
+        }
+        let outputs = encoded;
         self.bus
             .produce(outputs.iter().flat_map(|(t, ms)| placed(t, ms)))
             .await?;

@@ -19,6 +19,7 @@ mod inspect;
 pub mod kafka;
 pub mod outbox;
 mod record;
+pub mod registry;
 mod topic;
 mod wire;
 
@@ -77,7 +78,7 @@ impl Bus {
         }
         match self {
             Bus::Embedded(log) => log.append_in(tx, topic, messages).await.map(|_| ()),
-            Bus::Kafka(k) => outbox::stage_in(tx, k.store().backend(), topic, messages).await,
+            Bus::Kafka(k) => outbox::stage_in(tx, k, topic, messages).await,
         }
     }
 

@@ -29,13 +29,14 @@ const SWEEP_EVERY: Duration = Duration::from_millis(500);
 /// Writes `messages` for `topic` to the outbox inside the caller's transaction.
 pub async fn stage_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    backend: Backend,
+    bus: &KafkaBus,
     topic: &TopicSpec,
     messages: &[Message],
 ) -> Result<(), BusError> {
     let now = now_ms();
+    let backend = bus.store().backend();
     // Written as Kafka will carry them, so the relay only copies bytes.
-    let messages = super::wire::encoded(topic, messages)?;
+    let messages = bus.encoded(topic, messages).await?;
     for chunk in messages.chunks(ROWS_PER_INSERT) {
         let sql = format!(
             "INSERT INTO bus_outbox (topic, partition, record_key, value, timestamp_ms) VALUES {}",

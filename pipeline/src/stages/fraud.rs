@@ -11,12 +11,23 @@
 //!
 //! State (per provider: count, mean, M2 by Welford; per member: recent claim
 //! fingerprints) is kept in memory and written to compacted state topics with every
-//! batch, so it is rebuilt from them on restart. State entries remember which claims they
-//! include, so a redelivered claim is counted once and scored as before: its own
-//! contribution is taken out before scoring, and it is compared only with the claims its
-//! member had before it. (The provider's statistics may still include later claims of
-//! its batch; a redelivered claim decided differently loses to its first decision, see
-//! `Store::write_decisions`.)
+//! batch, so it is rebuilt from them on restart and when partitions move.
+//!
+//! Partitions: the input is keyed by member (`ClaimInProcess::member_key`), so a
+//! member's claims all reach the one process that holds their partition, and its state
+//! has a single writer. A provider's claims come from every partition, so its
+//! statistics are kept in parts, one per input partition (state key
+//! `tenant/provider#partition`), each written only by the partition's holder; a score
+//! uses all parts (merged by Chan's parallel update). While several processes share the
+//! stage, the parts of partitions held elsewhere are as of the last rebalance: a running
+//! mean and deviation over many claims moves little in that time, and nothing that must
+//! be exact (a member's history) is shared.
+//!
+//! State entries remember which claims they include, so a redelivered claim is counted
+//! once and scored as before: its own contribution is taken out before scoring, and it
+//! is compared only with the claims its member had before it. (The provider's statistics
+//! may still include later claims of its batch; a redelivered claim decided differently
+//! loses to its first decision, see `Store::write_decisions`.)
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -80,6 +91,28 @@ impl ProviderStats {
         s
     }
 
+    /// The statistics of both sets of claims together (Chan et al.'s parallel update).
+    fn merged(&self, other: &ProviderStats) -> ProviderStats {
+        if other.count == 0 || self.count == 0 {
+            let s = if other.count == 0 { self } else { other };
+            return ProviderStats {
+                count: s.count,
+                mean: s.mean,
+                m2: s.m2,
+                applied: BTreeMap::new(),
+            };
+        }
+        let (na, nb) = (self.count as f64, other.count as f64);
+        let n = na + nb;
+        let delta = other.mean - self.mean;
+        ProviderStats {
+            count: self.count + other.count,
+            mean: self.mean + delta * nb / n,
+            m2: self.m2 + other.m2 + delta * delta * na * nb / n,
+            applied: BTreeMap::new(),
+        }
+    }
+
     fn std_dev(&self) -> f64 {
         if self.count < 2 {
             0.0
@@ -101,11 +134,41 @@ pub struct MemberState {
     pub recent: Vec<Seen>,
 }
 
+/// The part of a provider's statistics read from a state entry written before they
+/// were kept per partition: kept as one more part, and never written again.
+const LEGACY_PART: u32 = u32::MAX;
+
 /// The stage's whole state.
 #[derive(Debug, Clone, Default)]
 pub struct FraudState {
-    pub providers: HashMap<String, ProviderStats>,
+    /// Per provider (`tenant/provider`), its statistics per input partition.
+    pub providers: HashMap<String, BTreeMap<u32, ProviderStats>>,
     pub members: HashMap<String, MemberState>,
+}
+
+impl FraudState {
+    /// A provider's statistics over all its parts.
+    pub fn provider(&self, key: &str) -> ProviderStats {
+        self.providers
+            .get(key)
+            .into_iter()
+            .flat_map(|parts| parts.values())
+            .fold(ProviderStats::default(), |all, part| all.merged(part))
+    }
+}
+
+/// The state topic's key of one part of a provider's statistics. (Client ids never
+/// hold `#`.)
+pub fn part_key(provider: &str, partition: u32) -> String {
+    format!("{provider}#{partition}")
+}
+
+/// The provider and partition a state key names; a key without a partition is a legacy
+/// entry of the whole provider.
+pub fn parse_part_key(key: &str) -> (&str, u32) {
+    key.rsplit_once('#')
+        .and_then(|(provider, p)| Some((provider, p.parse().ok()?)))
+        .unwrap_or((key, LEGACY_PART))
 }
 
 /// Same member, provider, service date and procedure codes.
@@ -121,12 +184,13 @@ fn round4(x: f64) -> f64 {
 }
 
 /// The pure core: scores the claim at input position `at` and updates `state`.
-/// Answers the claim with its score, and the keys of the state entries it changed.
+/// Answers the claim with its score, and the state entries it changed: provider parts
+/// (provider, partition) and members.
 pub fn process(
     mut claim: ClaimInProcess,
     at: (u32, i64),
     state: &mut FraudState,
-) -> (ClaimInProcess, Vec<String>, Vec<String>) {
+) -> (ClaimInProcess, Vec<(String, u32)>, Vec<String>) {
     let tenant = claim.tenant_id().to_owned();
     let s = &claim.submitted.claim;
     let claim_id = s.claim_id.as_str().to_owned();
@@ -135,13 +199,21 @@ pub fn process(
     let member_key = format!("{tenant}/{}", s.member_id);
     let fp = fingerprint(&claim);
 
-    let stats = state.providers.entry(provider_key.clone()).or_default();
-    let redelivered = stats.applied.get(&at.0).is_some_and(|o| *o >= at.1);
-    let before = if redelivered {
-        stats.without(amount)
-    } else {
-        stats.clone()
-    };
+    let parts = state.providers.entry(provider_key.clone()).or_default();
+    let redelivered = parts
+        .get(&at.0)
+        .and_then(|part| part.applied.get(&at.0))
+        .is_some_and(|o| *o >= at.1);
+    // A redelivered claim was the last one its partition's part took in.
+    let before = parts
+        .iter()
+        .fold(ProviderStats::default(), |all, (p, part)| {
+            if redelivered && *p == at.0 {
+                all.merged(&part.without(amount))
+            } else {
+                all.merged(part)
+            }
+        });
     let member = state.members.entry(member_key.clone()).or_default();
 
     let mut reasons = Vec::new();
@@ -205,10 +277,15 @@ pub fn process(
     let mut changed_providers = Vec::new();
     let mut changed_members = Vec::new();
     if !redelivered {
-        let stats = state.providers.entry(provider_key.clone()).or_default();
-        stats.add(amount);
-        stats.applied.insert(at.0, at.1);
-        changed_providers.push(provider_key);
+        let part = state
+            .providers
+            .entry(provider_key.clone())
+            .or_default()
+            .entry(at.0)
+            .or_default();
+        part.add(amount);
+        part.applied.insert(at.0, at.1);
+        changed_providers.push((provider_key, at.0));
     }
     let member = state.members.entry(member_key.clone()).or_default();
     if !member.recent.iter().any(|seen| seen.claim_id == claim_id) {
@@ -247,7 +324,12 @@ impl Fraud {
         let mut state = FraudState::default();
         for r in bus.scan(&topics.fraud_providers).await? {
             if let Ok(v) = serde_json::from_slice(&r.value) {
-                state.providers.insert(r.key, v);
+                let (provider, partition) = parse_part_key(&r.key);
+                state
+                    .providers
+                    .entry(provider.to_owned())
+                    .or_default()
+                    .insert(partition, v);
             }
         }
         for r in bus.scan(&topics.fraud_members).await? {
@@ -306,11 +388,11 @@ impl Stage for Fraud {
         providers.dedup();
         members.sort();
         members.dedup();
-        for k in providers {
+        for (k, p) in providers {
             out.push(encode(
                 &self.topics.fraud_providers,
-                k.clone(),
-                &self.state.providers[&k],
+                part_key(&k, p),
+                &self.state.providers[&k][&p],
             ));
         }
         for k in members {
@@ -442,15 +524,52 @@ mod tests {
         }
         let (first, p, m) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
         assert_eq!((p.len(), m.len()), (1, 1));
-        let count = st.providers["acme/P-1"].count;
+        let count = st.provider("acme/P-1").count;
         let (again, p2, m2) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
         assert_eq!(first.fraud, again.fraud, "same score on redelivery");
-        assert_eq!(st.providers["acme/P-1"].count, count, "counted once");
+        assert_eq!(st.provider("acme/P-1").count, count, "counted once");
         assert!(p2.is_empty() && m2.is_empty());
         assert!(
             !codes(again.fraud.as_ref().unwrap()).contains(&"NEAR_DUPLICATE"),
             "not a duplicate of itself"
         );
+    }
+
+    #[test]
+    fn a_providers_parts_from_several_partitions_score_as_one_history() {
+        let amounts = [10_100, 9_900, 10_050, 9_950, 10_000, 10_020];
+        let mut st = FraudState::default();
+        let mut written = Vec::new();
+        for (i, a) in amounts.iter().enumerate() {
+            let c = claim(&format!("C{i}"), &format!("M{i}"), *a + 1, &["99213"]);
+            let (_, p, _) = process(c, ((i % 2) as u32, i as i64), &mut st);
+            written.extend(p);
+        }
+        // Each claim changed only its own partition's part.
+        assert_eq!(
+            written,
+            (0..6)
+                .map(|i| ("acme/P-1".to_owned(), i % 2))
+                .collect::<Vec<_>>()
+        );
+        // Merged, the parts are the statistics of all six claims.
+        let all = st.provider("acme/P-1");
+        let xs: Vec<f64> = amounts.iter().map(|a| (*a + 1) as f64).collect();
+        let mean = xs.iter().sum::<f64>() / 6.0;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 5.0;
+        assert_eq!(all.count, 6);
+        assert!((all.mean - mean).abs() < 1e-9, "{} vs {mean}", all.mean);
+        assert!((all.std_dev() - var.sqrt()).abs() < 1e-9);
+        // Neither part alone has the five claims an outlier needs; together they do.
+        let (c, _, _) = process(claim("BIG", "MX", 90_001, &["99213"]), (1, 10), &mut st);
+        assert_eq!(codes(c.fraud.as_ref().unwrap()), ["AMOUNT_OUTLIER"]);
+    }
+
+    #[test]
+    fn state_keys_name_the_provider_and_the_partition_of_its_part() {
+        assert_eq!(part_key("acme/P-1", 3), "acme/P-1#3");
+        assert_eq!(parse_part_key("acme/P-1#3"), ("acme/P-1", 3));
+        assert_eq!(parse_part_key("acme/P-1"), ("acme/P-1", LEGACY_PART));
     }
 
     #[test]

@@ -47,6 +47,16 @@ impl ClaimInProcess {
         self.submitted.key()
     }
 
+    /// The key on `claims.evaluated`, the fraud stage's input: all of one member's
+    /// claims meet in one partition, so one process holds the member's whole history
+    /// however many share the stage.
+    pub fn member_key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.submitted.tenant_id, self.submitted.claim.member_id
+        )
+    }
+
     pub fn tenant_id(&self) -> &str {
         &self.submitted.tenant_id
     }

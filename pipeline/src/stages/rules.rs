@@ -117,7 +117,7 @@ impl Stage for Rules {
                 let history = histories.next().unwrap_or_default();
                 process(claim, &rulebook, history)
             };
-            out.push(encode(&self.topics.evaluated, next.key(), &next));
+            out.push(encode(&self.topics.evaluated, next.member_key(), &next));
         }
         Ok(out)
     }

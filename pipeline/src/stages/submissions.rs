@@ -9,7 +9,8 @@
 //! The record: key `tenant_id/claim_id` (any key is accepted; the stage keys what it
 //! writes itself), value `{"tenant_id": "…", "claim": {…}}` with the claim as
 //! `POST /claims/intake` takes it, as JSON or as Avro (`schemas/avro/submission.avsc`,
-//! single-object encoded, decoded by the bus). The tenant comes from the record, so producing to
+//! single-object encoded or, with a schema registry, in its wire format; decoded by the
+//! bus). The tenant comes from the record, so producing to
 //! this topic is a privilege the broker's ACLs grant, as a token grants REST intake.
 //!
 //! Redelivery: the claim's `received_at` is the record's timestamp, so a record
@@ -86,8 +87,9 @@ fn refusal(code: &str, message: impl Into<String>, field: Option<&str>) -> Rejec
 /// The record parsed: its tenant and claim, or why it cannot be read.
 pub fn parse(value: &[u8]) -> Result<(String, ClaimSubmission), (Option<String>, RejectError)> {
     // The bus has already read an Avro value of a known version of the topic's schema
-    // into JSON; one still in Avro was written with a schema this service does not know.
-    if value.starts_with(&avro::MAGIC) {
+    // (or, with a registry, of a schema that resolves to it) into JSON; one still in
+    // Avro was written with a schema this service cannot read.
+    if value.starts_with(&avro::MAGIC) || crate::bus::registry::framed(value).is_some() {
         return Err((
             None,
             refusal(
