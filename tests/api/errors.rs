@@ -90,6 +90,8 @@ async fn a_body_over_the_limit_is_413(b: Backend) {
         )
         .await;
     r.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE");
+    // The unread rest of the body ends the connection, and the answer says so.
+    assert_eq!(r.headers["connection"], "close");
     let r = app
         .call(
             Method::POST,

@@ -239,6 +239,8 @@ async fn a_file_over_the_tenants_limit_is_413_and_nothing_is_kept(b: Backend) {
     )
     .await;
     big.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE");
+    // Refused before its end: the connection closes, so the next request takes another.
+    assert_eq!(big.headers["connection"], "close");
 
     let listed = app.get("/claims/CLM-1/uploads", &s.access).await;
     assert_eq!(

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use schemas::{ErrorBody, ErrorDetail};
@@ -64,6 +64,13 @@ pub async fn request_context(
         res.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         *res.body_mut() = Body::from(bytes);
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is not read, so the server closes the connection
+            // after answering. Saying so keeps a client from sending its next request
+            // on this connection, where it would race the close and fail.
+            res.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
     }
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert(X_REQUEST_ID.clone(), v);
