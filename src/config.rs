@@ -50,6 +50,10 @@ pub struct Settings {
     pub topic_prefix: String,
     /// Partitions of each topic (`CLAIMS_PARTITIONS`).
     pub partitions: u32,
+    /// On the embedded log, run validate, rules, fraud and decide as one chain in memory
+    /// when this process runs all four; `false` keeps them apart, so that their topics
+    /// show every claim (`CLAIMS_FUSE_STAGES`). Kafka always keeps them apart.
+    pub fuse_stages: bool,
     /// Kafka's bootstrap servers, `host:port[,host:port…]`: set, the bus is Kafka
     /// instead of the embedded log (`CLAIMS_KAFKA_BROKERS`).
     pub kafka_brokers: Option<String>,
@@ -123,6 +127,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             topic_prefix: String::new(),
             partitions: 8,
+            fuse_stages: true,
             kafka_brokers: None,
             kafka_replication: 1,
             schema_registry_url: None,
@@ -171,6 +176,7 @@ pub struct Config {
     pub log_format: LogFormat,
     pub topic_prefix: String,
     pub partitions: u32,
+    pub fuse_stages: bool,
     /// The Kafka bus; `None` selects the embedded log.
     pub kafka: Option<pipeline::bus::KafkaSettings>,
     pub instance_id: Option<String>,
@@ -346,6 +352,7 @@ impl Config {
             log_format: s.log_format,
             topic_prefix: s.topic_prefix,
             partitions: s.partitions,
+            fuse_stages: s.fuse_stages,
             kafka,
             instance_id: s.instance_id,
             webhooks: pipeline::webhooks::SenderSettings {

@@ -23,6 +23,7 @@ pub struct Server {
     roles: Vec<String>,
     webhooks: pipeline::webhooks::SenderSettings,
     uploads: pipeline::uploads::UploadSettings,
+    fuse_stages: bool,
 }
 
 /// Every role a process can take, in pipeline order.
@@ -54,6 +55,7 @@ impl Server {
             state: AppState::new(store, keys, config.api.clone(), bus, topics),
             roles: all_roles(),
             webhooks: config.webhooks,
+            fuse_stages: config.fuse_stages,
             uploads: pipeline::uploads::UploadSettings {
                 objects: pipeline::uploads::ObjectStore::local(&config.api.upload_dir),
                 clamd: config.clamd.clone(),
@@ -93,6 +95,7 @@ impl Server {
             config: state.config_cache.clone(),
             topics: state.topics.clone(),
             batch_size: STAGE_BATCH,
+            fuse: self.fuse_stages,
             webhooks: self.webhooks,
             uploads: self.uploads.clone(),
         };

@@ -15,6 +15,7 @@ mod claims;
 mod config_cache;
 mod errors;
 mod forged_tokens;
+mod fused;
 mod health;
 mod idempotency;
 mod kafka_intake;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fraud::FraudScore;
 use super::record::ClaimInProcess;
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::ConfigCache;
@@ -262,23 +262,30 @@ impl Stage for Decide {
     }
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
-        let mut out = Vec::with_capacity(batch.len() * 3);
+        let mut out = Vec::with_capacity(batch.len());
+        let claims = decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
+        for (claim, d) in claims.iter().zip(self.step(&claims).await?) {
+            // Its events travel inside the decision: the snapshot stage announces them
+            // once the claim reads as decided.
+            out.push(encode(&self.topics.decided, claim.key(), &d));
+        }
+        Ok(out)
+    }
+}
+
+impl Decide {
+    /// Decides decoded claims, one decision per claim in order: the stage's own batch
+    /// and the fused chain's (see [`super::chain`]).
+    pub async fn step(&self, claims: &[ClaimInProcess]) -> Result<Vec<Decision>, StageError> {
         let now = now_ms();
-        for r in batch {
-            let Some(claim) =
-                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
-            else {
-                continue;
-            };
+        let mut out = Vec::with_capacity(claims.len());
+        for claim in claims {
             let settings = self
                 .config
                 .settings(claim.tenant_id())
                 .await
                 .map_err(|e| StageError::Transient(e.to_string()))?;
-            let d = process(&claim, &settings, now);
-            // Its events travel inside the decision: the snapshot stage announces them
-            // once the claim reads as decided.
-            out.push(encode(&self.topics.decided, claim.key(), &d));
+            out.push(process(claim, &settings, now));
         }
         Ok(out)
     }

@@ -137,6 +137,11 @@ pub struct MemberState {
 /// The part of a provider's statistics read from a state entry written before they
 /// were kept per partition: kept as one more part, and never written again.
 const LEGACY_PART: u32 = u32::MAX;
+/// The parts the fused chain keeps (see [`super::chain`]): its input is the intake
+/// topic, keyed by claim, so its parts are one per intake partition, numbered from here
+/// so that they never meet the stage's own parts (partitions number at most 1,024).
+/// Each claim is counted in one part whichever way it ran, and a score merges them all.
+pub const FUSED_PARTS: u32 = 1 << 20;
 
 /// The stage's whole state.
 #[derive(Debug, Clone, Default)]
@@ -364,26 +369,43 @@ impl Stage for Fraud {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len() * 2);
+        let claims: Vec<(ClaimInProcess, (u32, i64))> = batch
+            .iter()
+            .filter_map(|r| {
+                decode(self.name(), r, &self.topics.dead_letter, &mut out)
+                    .map(|c| (c, (r.partition, r.offset)))
+            })
+            .collect();
+        let scored = self.step(claims, &mut out);
+        for c in scored {
+            out.push(encode(&self.topics.scored, c.key(), &c));
+        }
+        Ok(out)
+    }
+}
+
+impl Fraud {
+    /// Scores decoded claims, each at its input position, one out per claim in order,
+    /// and adds the state entries the batch changed to `out`: the stage's own batch and
+    /// the fused chain's (see [`super::chain`]).
+    pub fn step(
+        &mut self,
+        claims: Vec<(ClaimInProcess, (u32, i64))>,
+        out: &mut Outputs,
+    ) -> Vec<ClaimInProcess> {
         let mut providers = Vec::new();
         let mut members = Vec::new();
-        let mut scored = Vec::with_capacity(batch.len());
-        for r in batch {
-            let Some(claim) =
-                decode::<ClaimInProcess>(self.name(), r, &self.topics.dead_letter, &mut out)
-            else {
-                continue;
-            };
+        let mut scored = Vec::with_capacity(claims.len());
+        for (claim, at) in claims {
             if claim.rejection.is_some() {
                 scored.push(claim);
                 continue;
             }
-            let (claim, p, m) = process(claim, (r.partition, r.offset), &mut self.state);
+            let (claim, p, m) = process(claim, at, &mut self.state);
             providers.extend(p);
             members.extend(m);
             scored.push(claim);
         }
-        // State first: an output published without its state change could be followed
-        // by a crash that loses the change.
         providers.sort();
         providers.dedup();
         members.sort();
@@ -402,10 +424,7 @@ impl Stage for Fraud {
                 &self.state.members[&k],
             ));
         }
-        for c in scored {
-            out.push(encode(&self.topics.scored, c.key(), &c));
-        }
-        Ok(out)
+        scored
     }
 }
 

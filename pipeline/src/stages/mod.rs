@@ -12,6 +12,7 @@
 //! (deliveries queued for the sender);
 //! `uploads.received` → scan (`clamd`) → `uploads.scanned` → ocr (+ `upload.*` events).
 
+pub mod chain;
 pub mod decide;
 pub mod fraud;
 pub mod ocr;
@@ -61,6 +62,9 @@ pub struct Deps {
     pub topics: Topics,
     /// Records per batch.
     pub batch_size: usize,
+    /// On the embedded log, run validate→decide as one chain when all four run here
+    /// (see [`chain`]).
+    pub fuse: bool,
     pub webhooks: crate::webhooks::SenderSettings,
     pub uploads: crate::uploads::UploadSettings,
 }
@@ -72,7 +76,43 @@ pub async fn spawn(
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<()>,
 ) -> Result<(), StageError> {
+    let all_four = deps.fuse
+        && matches!(deps.bus, Bus::Embedded(_))
+        && chain::FUSED.iter().all(|s| names.iter().any(|n| n == s));
+    let fused = all_four && chain::fusable(&deps.bus, &deps.topics).await?;
+    if fused {
+        let t = deps.topics.clone();
+        let stage = chain::Chain {
+            validate: validate::Validate {
+                topics: t.clone(),
+                config: deps.config.clone(),
+            },
+            rules: rules::Rules {
+                topics: t.clone(),
+                store: deps.store.clone(),
+                compiled: RulebookCache::default(),
+            },
+            fraud: fraud::Fraud::restore(t.clone(), &deps.bus).await?,
+            decide: decide::Decide {
+                topics: t.clone(),
+                config: deps.config.clone(),
+            },
+            topics: t,
+        };
+        let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
+        tasks.spawn(async move {
+            if let Err(e) = run(stage, bus, batch, rx).await {
+                tracing::error!(error = %e, "A stage stopped.");
+            }
+        });
+        tracing::info!(stages = ?chain::FUSED, "Stages started as one chain.");
+    } else if all_four {
+        tracing::info!("Claims wait on the topics between the stages: the stages run apart until a restart finds those topics drained.");
+    }
     for name in names {
+        if fused && chain::FUSED.contains(&name.as_str()) {
+            continue;
+        }
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
         let t = deps.topics.clone();
         macro_rules! go {

@@ -92,8 +92,21 @@ impl Stage for Rules {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len());
-        let claims: Vec<ClaimInProcess> =
-            decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
+        let claims = decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
+        for next in self.step(claims).await? {
+            out.push(encode(&self.topics.evaluated, next.member_key(), &next));
+        }
+        Ok(out)
+    }
+}
+
+impl Rules {
+    /// The stage's work on decoded claims, one out per claim in order: the stage's own
+    /// batch and the fused chain's (see [`super::chain`]).
+    pub async fn step(
+        &self,
+        claims: Vec<ClaimInProcess>,
+    ) -> Result<Vec<ClaimInProcess>, StageError> {
         // The whole batch's member histories in one read.
         let wanted: Vec<(&str, &str, i64)> = claims
             .iter()
@@ -108,6 +121,7 @@ impl Stage for Rules {
             })
             .collect();
         let mut histories = self.store.member_histories(&wanted).await?.into_iter();
+        let mut out = Vec::with_capacity(claims.len());
         for claim in claims {
             let next = if claim.rejection.is_some() {
                 claim
@@ -117,7 +131,7 @@ impl Stage for Rules {
                 let history = histories.next().unwrap_or_default();
                 process(claim, &rulebook, history)
             };
-            out.push(encode(&self.topics.evaluated, next.member_key(), &next));
+            out.push(next);
         }
         Ok(out)
     }

@@ -7,7 +7,7 @@ use schemas::claim::Reason;
 use schemas::Date;
 
 use super::record::ClaimInProcess;
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::config_cache::ConfigCache;
 use crate::intake::ClaimSubmitted;
@@ -80,12 +80,20 @@ impl Stage for Validate {
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::with_capacity(batch.len());
-        for r in batch {
-            let Some(cmd) =
-                decode::<ClaimSubmitted>(self.name(), r, &self.topics.dead_letter, &mut out)
-            else {
-                continue;
-            };
+        let cmds = decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
+        for next in self.step(cmds).await? {
+            out.push(encode(&self.topics.validated, next.key(), &next));
+        }
+        Ok(out)
+    }
+}
+
+impl Validate {
+    /// The stage's work on decoded commands, one claim out per command in order: the
+    /// stage's own batch and the fused chain's (see [`super::chain`]).
+    pub async fn step(&self, cmds: Vec<ClaimSubmitted>) -> Result<Vec<ClaimInProcess>, StageError> {
+        let mut out = Vec::with_capacity(cmds.len());
+        for cmd in cmds {
             let day = Date::from_days_since_epoch(cmd.received_at_ms.div_euclid(86_400_000));
             let contracted = self
                 .config
@@ -93,8 +101,7 @@ impl Stage for Validate {
                 .await
                 .map_err(|e| StageError::Transient(e.to_string()))?
                 .map(|c| (*c).clone());
-            let next = process(cmd, &Facts { contracted, day });
-            out.push(encode(&self.topics.validated, next.key(), &next));
+            out.push(process(cmd, &Facts { contracted, day }));
         }
         Ok(out)
     }
