@@ -541,37 +541,58 @@ impl EmbeddedConsumer {
     ) -> Result<(), BusError> {
         let mut attempt_create = true;
         loop {
-            let mut tx = self
-                .log
-                .store
-                .writer()
-                .begin()
-                .await
-                .map_err(StoreError::from)?;
-            let mut missing = None;
-            for (topic, messages) in outputs {
-                match self.log.append_in(&mut tx, topic, messages).await {
-                    Ok(_) => {}
-                    Err(BusError::UnknownTopic(_)) if attempt_create => {
-                        missing = Some(topic);
-                        break;
+            let mut tx = self.begin().await?;
+            match self.publish_in(&mut tx, outputs, records).await {
+                Err(BusError::UnknownTopic(name)) if attempt_create => {
+                    drop(tx);
+                    if let Some((topic, _)) = outputs.iter().find(|(t, _)| t.name == name) {
+                        self.log.ensure_topic(topic).await?;
                     }
-                    Err(e) => return Err(e),
+                    attempt_create = false;
                 }
+                Err(e) => return Err(e),
+                Ok(()) => return self.finish(tx, outputs).await,
             }
-            if let Some(topic) = missing {
-                drop(tx);
-                self.log.ensure_topic(topic).await?;
-                attempt_create = false;
-                continue;
-            }
-            self.commit_in(&mut tx, records).await?;
-            tx.commit().await.map_err(StoreError::from)?;
-            for (topic, _) in outputs {
-                self.log.wake(&topic.name);
-            }
-            return Ok(());
         }
+    }
+
+    /// A transaction on the store's writer: [`Self::publish_in`] with the caller's own
+    /// rows, then [`Self::finish`].
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, BusError> {
+        Ok(self
+            .log
+            .store
+            .writer()
+            .begin()
+            .await
+            .map_err(StoreError::from)?)
+    }
+
+    /// Appends `outputs` and commits `records` inside `tx`: the batch's outputs and
+    /// progress become durable with the caller's rows in it, or none do.
+    pub async fn publish_in(
+        &mut self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        for (topic, messages) in outputs {
+            self.log.append_in(tx, topic, messages).await?;
+        }
+        self.commit_in(tx, records).await
+    }
+
+    /// Commits `tx`, then wakes this process's consumers of the topics it appended to.
+    pub async fn finish(
+        &self,
+        tx: sqlx::Transaction<'static, sqlx::Any>,
+        outputs: &[(TopicSpec, Vec<Message>)],
+    ) -> Result<(), BusError> {
+        tx.commit().await.map_err(StoreError::from)?;
+        for (topic, _) in outputs {
+            self.log.wake(&topic.name);
+        }
+        Ok(())
     }
 
     async fn commit_in(

@@ -1,29 +1,34 @@
-//! The fused chain: validate → rules → fraud → decide on one batch in memory, for the
-//! embedded log when one process runs all four.
+//! The fused chain: validate → rules → fraud → decide (→ snapshot) on one batch in
+//! memory, for the embedded log when one process runs those stages.
 //!
 //! Each hop between stages costs the embedded log a write of the batch to the store
 //! (one transaction on SQLite's single writer), a read back, and a JSON encoding and
 //! decoding of every claim. Kafka spreads that work over brokers and machines; the
 //! embedded log has one file, so those hops set its pace. The chain keeps the stages
 //! (their pure cores and their batch steps are the same code) and drops the hops: it
-//! consumes `claims.intake` as the validate group and publishes the decisions on
-//! `claims.decided`, with the fraud state entries and any dead letters, in the same
-//! transaction that commits its offsets. A crash therefore loses or doubles nothing,
-//! exactly as with separate stages.
+//! consumes `claims.intake` as the validate group, and in the one transaction that
+//! commits its offsets it writes the fraud state entries, any dead letters, and the
+//! decisions: straight into the store with their events on `claims.events` when this
+//! process runs the snapshot stage too, else onto `claims.decided`. A crash therefore
+//! loses or doubles nothing, exactly as with separate stages; and as a decision commits
+//! with its input, a redelivered batch cannot leave a second, different decision.
 //!
-//! What differs: `claims.validated`, `claims.evaluated` and `claims.scored` stay empty
-//! while the chain runs, and the fraud stage's provider statistics are kept in parts
-//! of the intake partitions ([`super::fraud::FUSED_PARTS`]). The chain starts only
-//! when nothing is left on those topics for the separate stages (see [`fusable`]), so
+//! What differs: `claims.validated`, `claims.evaluated`, `claims.scored` (and with the
+//! snapshot, `claims.decided`, which then carries officers' decisions only) stay empty
+//! while the chain runs, and the fraud stage's provider statistics are kept in parts of
+//! the intake partitions ([`super::fraud::FUSED_PARTS`]). The chain starts only when
+//! nothing is left on the first three for the separate stages (see [`fusable`]), so
 //! that switching between the two ways loses no claim in flight.
 
-use super::decide::Decide;
+use super::decide::{Decide, Decision};
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
-use super::runner::{decode, encode, Outputs, Stage, StageError};
+use super::runner::{by_topic, decode, encode, Outputs, Stage, StageError};
+use super::snapshot::announcements;
 use super::validate::Validate;
-use crate::bus::{Bus, BusError, Record, TopicSpec};
+use crate::bus::{Bus, BusError, Consumer, Record, TopicSpec};
 use crate::intake::ClaimSubmitted;
+use crate::store::{PreparedDecisions, Store};
 use crate::topics::Topics;
 
 /// The stages the chain replaces, by their `--stages` names.
@@ -36,6 +41,10 @@ pub struct Chain {
     pub rules: Rules,
     pub fraud: Fraud,
     pub decide: Decide,
+    /// Set when this process runs the snapshot stage too: the decisions are written to
+    /// the store and their events published in the chain's own transaction, instead of
+    /// passing through `claims.decided`.
+    pub snapshot: Option<Store>,
 }
 
 impl Stage for Chain {
@@ -54,7 +63,50 @@ impl Stage for Chain {
     }
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
-        let mut out = Vec::with_capacity(batch.len() * 2);
+        let (mut out, decisions) = self.decide(batch).await?;
+        for d in &decisions {
+            let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+            out.push(encode(&self.topics.decided, key, d));
+        }
+        Ok(out)
+    }
+
+    async fn handle_and_commit(
+        &mut self,
+        batch: &[Record],
+        consumer: &mut Consumer,
+    ) -> Result<(), StageError> {
+        let (Some(store), Consumer::Embedded(consumer)) = (self.snapshot.clone(), &mut *consumer)
+        else {
+            let outputs = self.handle(batch).await?;
+            return Ok(consumer
+                .publish_and_commit(&by_topic(outputs), batch)
+                .await?);
+        };
+        let started = std::time::Instant::now();
+        let (mut out, decisions) = self.decide(batch).await?;
+        let prepared = PreparedDecisions::new(&decisions);
+        let handled = started.elapsed();
+        // Reads first; the decisions' own rows last, as they lock the audit chain's head.
+        let mut tx = consumer.begin().await?;
+        let check = store.check_decisions_in(&mut tx, &prepared).await?;
+        out.extend(announcements(&self.topics, &decisions, &check.held));
+        let outputs = by_topic(out);
+        consumer.publish_in(&mut tx, &outputs, batch).await?;
+        store
+            .write_checked_decisions_in(&mut tx, &prepared, &check)
+            .await?;
+        consumer.finish(tx, &outputs).await?;
+        tracing::debug!(stage = "chain", records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+        Ok(())
+    }
+}
+
+impl Chain {
+    /// The batch through validate, rules, fraud and decide: the fraud state entries and
+    /// dead letters to publish, and the decisions.
+    async fn decide(&mut self, batch: &[Record]) -> Result<(Outputs, Vec<Decision>), StageError> {
+        let mut out = Vec::with_capacity(batch.len());
         let mut at = Vec::with_capacity(batch.len());
         let cmds: Vec<ClaimSubmitted> = batch
             .iter()
@@ -70,10 +122,7 @@ impl Stage for Chain {
             .fraud
             .step(evaluated.into_iter().zip(at).collect(), &mut out);
         let decisions = self.decide.step(&scored).await?;
-        for (claim, d) in scored.iter().zip(decisions) {
-            out.push(encode(&self.topics.decided, claim.key(), &d));
-        }
-        Ok(out)
+        Ok((out, decisions))
     }
 }
 

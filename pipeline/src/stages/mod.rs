@@ -97,6 +97,10 @@ pub async fn spawn(
                 topics: t.clone(),
                 config: deps.config.clone(),
             },
+            snapshot: names
+                .iter()
+                .any(|n| n == "snapshot")
+                .then(|| deps.store.clone()),
             topics: t,
         };
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);

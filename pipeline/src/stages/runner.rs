@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::bus::{Bus, BusError, Message, Record, TopicSpec};
+use crate::bus::{Bus, BusError, Consumer, Message, Record, TopicSpec};
 
 /// Stage failures, by reaction.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,25 @@ pub trait Stage: Send + 'static {
         &mut self,
         batch: &[Record],
     ) -> impl std::future::Future<Output = Result<Outputs, StageError>> + Send;
+    /// Handles the batch and publishes its outputs with its offsets; `Err` retries the
+    /// whole batch. A stage that writes store rows of its own in the same transaction
+    /// (the fused chain) overrides it.
+    fn handle_and_commit(
+        &mut self,
+        batch: &[Record],
+        consumer: &mut Consumer,
+    ) -> impl std::future::Future<Output = Result<(), StageError>> + Send {
+        async move {
+            let started = std::time::Instant::now();
+            let outputs = self.handle(batch).await?;
+            let handled = started.elapsed();
+            consumer
+                .publish_and_commit(&by_topic(outputs), batch)
+                .await?;
+            tracing::debug!(stage = self.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+            Ok(())
+        }
+    }
 }
 
 /// Backoff between retries of a failing batch (or any other store work retried in a
@@ -98,34 +117,16 @@ pub async fn run<S: Stage>(
             }
         }
         let mut attempt = 0;
-        let started = std::time::Instant::now();
-        loop {
-            let result = match stage.handle(&batch).await {
-                Ok(outputs) => {
-                    let handled = started.elapsed();
-                    let r = consumer
-                        .publish_and_commit(&by_topic(outputs), &batch)
-                        .await
-                        .map_err(StageError::from);
-                    tracing::debug!(stage = stage.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
-                    r
-                }
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(()) => break,
-                Err(e) => {
-                    tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
+        while let Err(e) = stage.handle_and_commit(&batch, &mut consumer).await {
+            tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
+            tokio::time::sleep(backoff(attempt)).await;
+            attempt += 1;
         }
     }
 }
 
 /// Groups outputs by topic, keeping their order within each topic.
-fn by_topic(outputs: Outputs) -> Vec<(TopicSpec, Vec<Message>)> {
+pub(crate) fn by_topic(outputs: Outputs) -> Vec<(TopicSpec, Vec<Message>)> {
     let mut by_topic: Vec<(TopicSpec, Vec<Message>)> = Vec::new();
     for (topic, m) in outputs {
         match by_topic.iter_mut().find(|(t, _)| *t == topic) {

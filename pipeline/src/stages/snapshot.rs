@@ -32,12 +32,20 @@ impl Stage for Snapshot {
         let decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         let held = self.store.write_decisions(&decisions).await?;
-        for (d, _) in decisions.iter().zip(held).filter(|(_, held)| *held) {
-            let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
-            for e in &d.events {
-                out.push(encode(&self.topics.events, key.clone(), e));
-            }
-        }
+        out.extend(announcements(&self.topics, &decisions, &held));
         Ok(out)
     }
+}
+
+/// The events of the decisions the store holds (`held`, per decision), for
+/// `claims.events`.
+pub fn announcements(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Outputs {
+    let mut out = Vec::new();
+    for (d, _) in decisions.iter().zip(held).filter(|(_, held)| **held) {
+        let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+        for e in &d.events {
+            out.push(encode(&topics.events, key.clone(), e));
+        }
+    }
+    out
 }

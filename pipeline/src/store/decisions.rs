@@ -12,6 +12,37 @@ use crate::stages::decide::Decision;
 /// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
+/// A batch of decisions serialised for [`Store::write_decisions_in`], before the
+/// writer is taken: their reasons and fraud analyses as JSON, and their audit entries.
+#[derive(Debug)]
+pub struct PreparedDecisions<'a> {
+    rows: Vec<(&'a Decision, String, Option<String>)>,
+    entries: Vec<AuditEntry>,
+}
+
+impl<'a> PreparedDecisions<'a> {
+    pub fn new(decisions: &'a [Decision]) -> Self {
+        let rows = decisions
+            .iter()
+            .map(|d| {
+                let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
+                let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
+                (d, reasons, fraud)
+            })
+            .collect();
+        let entries = decisions.iter().map(Decision::audit_entry).collect();
+        Self { rows, entries }
+    }
+}
+
+/// What [`Store::check_decisions_in`] found: per decision, whether it is the one the
+/// store holds for its claim and version; and which decisions' audit records are new.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionCheck {
+    pub held: Vec<bool>,
+    fresh: Vec<usize>,
+}
+
 impl Store {
     /// Writes a batch of decisions with a few multi-row statements per chunk rather than
     /// a few statements per claim.
@@ -26,34 +57,59 @@ impl Store {
         if decisions.is_empty() {
             return Ok(Vec::new());
         }
-        let backend = self.backend();
         // Everything that costs CPU happens before the transaction: SQLite has one
         // writer, and every stage and intake request waits while it is held.
-        let rows: Vec<(&Decision, String, Option<String>)> = decisions
-            .iter()
-            .map(|d| {
-                let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
-                let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
-                (d, reasons, fraud)
-            })
-            .collect();
-        let entries: Vec<AuditEntry> = decisions.iter().map(Decision::audit_entry).collect();
-        let ids: Vec<&str> = entries.iter().map(|e| e.audit_id.as_str()).collect();
-
+        let prepared = PreparedDecisions::new(decisions);
         let mut tx = self.writer().begin().await?;
-        let mut recorded = audit::recorded_details(&mut tx, backend, &ids).await?;
-        let mut held = Vec::with_capacity(entries.len());
-        let mut fresh = Vec::new();
-        for e in entries {
+        let check = self.check_decisions_in(&mut tx, &prepared).await?;
+        self.write_checked_decisions_in(&mut tx, &prepared, &check)
+            .await?;
+        tx.commit().await?;
+        Ok(check.held)
+    }
+
+    /// The first half of [`Self::write_decisions`] inside the caller's transaction: which
+    /// decisions the store holds (or will hold once written) and which are new. Only
+    /// reads, so that the caller may take other locks before the second half.
+    pub async fn check_decisions_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        prepared: &PreparedDecisions<'_>,
+    ) -> Result<DecisionCheck, StoreError> {
+        let entries = &prepared.entries;
+        let ids: Vec<&str> = entries.iter().map(|e| e.audit_id.as_str()).collect();
+        let mut recorded = if ids.is_empty() {
+            Default::default()
+        } else {
+            audit::recorded_details(tx, self.backend(), &ids).await?
+        };
+        let mut check = DecisionCheck {
+            held: Vec::with_capacity(entries.len()),
+            fresh: Vec::new(),
+        };
+        for (i, e) in entries.iter().enumerate() {
             match recorded.get(&e.audit_id) {
-                Some(details) => held.push(*details == e.details),
+                Some(details) => check.held.push(*details == e.details),
                 None => {
                     recorded.insert(e.audit_id.clone(), e.details.clone());
-                    held.push(true);
-                    fresh.push(e);
+                    check.held.push(true);
+                    check.fresh.push(i);
                 }
             }
         }
+        Ok(check)
+    }
+
+    /// The second half: writes the held decisions' snapshots, tasks and new audit
+    /// records. It locks the audit chain's head, so it comes last in the transaction.
+    pub async fn write_checked_decisions_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        prepared: &PreparedDecisions<'_>,
+        check: &DecisionCheck,
+    ) -> Result<(), StoreError> {
+        let (rows, held) = (&prepared.rows, &check.held);
+        let backend = self.backend();
         // One source row per claim, its latest held version: an UPDATE … FROM whose
         // source matches a row twice applies either one.
         let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
@@ -95,12 +151,12 @@ impl Store {
                     .bind(d.decided_at_ms)
                     .bind(d.version);
             }
-            q.execute(&mut *tx).await?;
+            q.execute(&mut **tx).await?;
         }
 
         let tasks: Vec<_> = rows
             .iter()
-            .zip(&held)
+            .zip(held.iter())
             .filter(|((d, _, _), held)| **held && d.status == ClaimStatus::PendingReview)
             .filter_map(|((d, reasons, _), _)| d.task_id.as_ref().map(|t| (t, d, reasons)))
             .collect();
@@ -121,12 +177,15 @@ impl Store {
                     .bind(*reasons)
                     .bind(d.decided_at_ms);
             }
-            q.execute(&mut *tx).await?;
+            q.execute(&mut **tx).await?;
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
-        self.append_new_audit_in(&mut tx, &fresh).await?;
-        tx.commit().await?;
-        Ok(held)
+        let fresh: Vec<AuditEntry> = check
+            .fresh
+            .iter()
+            .map(|i| prepared.entries[*i].clone())
+            .collect();
+        self.append_new_audit_in(tx, &fresh).await
     }
 
     /// The fraud analysis stored with a claim, as JSON.

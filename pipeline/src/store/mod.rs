@@ -34,6 +34,7 @@ use sqlx::{AnyPool, Executor};
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak};
 pub use checkpoint::checkpoints;
 pub use claims::ClaimFilter;
+pub use decisions::{DecisionCheck, PreparedDecisions};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 pub use keys::SigningKeyRecord;
