@@ -19,6 +19,7 @@ mod fused;
 mod health;
 mod idempotency;
 mod kafka_intake;
+mod member_history;
 mod multi_process;
 mod openapi;
 mod pipeline;

@@ -3,7 +3,7 @@
 
 use schemas::claim::{ClaimStatus, ClaimSubmission, ClaimView, Outcome, Reason};
 
-use super::{placeholders, Store, StoreError};
+use super::{placeholders, values_list, Store, StoreError};
 use crate::clock::ms_to_rfc3339;
 
 #[derive(sqlx::FromRow)]
@@ -46,8 +46,8 @@ impl ClaimRow {
     }
 }
 
-/// Members per history query: well under SQLite's 32,766 bound values.
-const MEMBERS_PER_QUERY: usize = 1000;
+/// Claims per history query: 3 bound values each, well under SQLite's 32,766.
+const MEMBERS_PER_QUERY: usize = 2000;
 
 const COLUMNS: &str =
     "claim_id, submission, rulebook_version, status, outcome, approved_amount, fraud_score, \
@@ -147,72 +147,46 @@ impl Store {
 }
 
 impl Store {
-    /// A member's claims received in the 24 hours, and their amount in the 30 days,
-    /// before `at_ms` (the claim being processed excluded).
     /// The history of every member named in `wanted` (tenant, member, at), each as of
-    /// its own `at`: claims received in the 24 hours and the 30 days before it. One
-    /// query per tenant, so a stage reads the history of a whole batch at once.
+    /// its own `at`: its claims received in the 24 hours and its amount in the 30 days
+    /// before it (the claim being processed excluded). The store counts and sums, one
+    /// query per tenant and chunk, so a stage reads a whole batch's histories at once
+    /// and receives a row per claim rather than every claim of the window.
     pub async fn member_histories(
         &self,
         wanted: &[(&str, &str, i64)],
     ) -> Result<Vec<crate::rules::MemberHistory>, StoreError> {
-        use std::collections::{BTreeSet, HashMap};
         const DAY: i64 = 86_400_000;
-        let mut by_tenant: HashMap<&str, (BTreeSet<&str>, i64, i64)> = HashMap::new();
-        for (tenant, member, at) in wanted {
-            let e = by_tenant
-                .entry(tenant)
-                .or_insert((BTreeSet::new(), i64::MAX, i64::MIN));
-            e.0.insert(member);
-            e.1 = e.1.min(*at);
-            e.2 = e.2.max(*at);
+        let mut out = vec![crate::rules::MemberHistory::default(); wanted.len()];
+        let mut by_tenant: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        for (i, (tenant, _, _)) in wanted.iter().enumerate() {
+            by_tenant.entry(tenant).or_default().push(i);
         }
-        // (tenant, member) → the received_at and amount of its claims in the window.
-        let mut seen: HashMap<(&str, String), Vec<(i64, i64)>> = HashMap::new();
-        for (tenant, (members, from, to)) in &by_tenant {
-            let members: Vec<&str> = members.iter().copied().collect();
-            for chunk in members.chunks(MEMBERS_PER_QUERY) {
+        for (tenant, indices) in by_tenant {
+            for chunk in indices.chunks(MEMBERS_PER_QUERY) {
                 let sql = format!(
-                    "SELECT member_id, received_at, claim_amount FROM claims WHERE member_id IN ({}) \
-                     AND tenant_id = {} AND received_at >= {} AND received_at < {}",
-                    placeholders(self.backend(), 1, chunk.len()),
-                    placeholders(self.backend(), chunk.len() + 1, 1),
-                    placeholders(self.backend(), chunk.len() + 2, 1),
-                    placeholders(self.backend(), chunk.len() + 3, 1),
+                    "WITH v (idx, member_id, at) AS (VALUES {}) \
+                     SELECT v.idx, COUNT(CASE WHEN c.received_at >= v.at - {DAY} THEN 1 END), \
+                     CAST(COALESCE(SUM(c.claim_amount), 0) AS BIGINT) \
+                     FROM v JOIN claims c ON c.tenant_id = {} AND c.member_id = v.member_id \
+                     AND c.received_at >= v.at - {} AND c.received_at < v.at GROUP BY v.idx",
+                    values_list(self.backend(), chunk.len(), 3),
+                    placeholders(self.backend(), chunk.len() * 3 + 1, 1),
+                    30 * DAY,
                 );
-                let mut q = sqlx::query_as::<_, (String, i64, i64)>(&sql);
-                for m in chunk {
-                    q = q.bind(*m);
+                let mut q = sqlx::query_as::<_, (i64, i64, i64)>(&sql);
+                for i in chunk {
+                    let (_, member, at) = wanted[*i];
+                    q = q.bind(*i as i64).bind(member).bind(at);
                 }
-                let rows = q
-                    .bind(*tenant)
-                    .bind(from - 30 * DAY)
-                    .bind(*to)
-                    .fetch_all(self.reader())
-                    .await?;
-                for (member, at, amount) in rows {
-                    seen.entry((tenant, member)).or_default().push((at, amount));
+                for (i, recent, amount) in q.bind(tenant).fetch_all(self.reader()).await? {
+                    if let Some(h) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
+                        h.claims_last_24h = recent;
+                        h.amount_last_30d = amount;
+                    }
                 }
             }
         }
-        Ok(wanted
-            .iter()
-            .map(|(tenant, member, at)| {
-                let mut h = crate::rules::MemberHistory::default();
-                for (received, amount) in seen
-                    .get(&(*tenant, (*member).to_owned()))
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
-                    if *received < *at && *received >= at - 30 * DAY {
-                        h.amount_last_30d += amount;
-                        if *received >= at - DAY {
-                            h.claims_last_24h += 1;
-                        }
-                    }
-                }
-                h
-            })
-            .collect())
+        Ok(out)
     }
 }
