@@ -23,7 +23,7 @@
 use super::decide::{Decide, Decision};
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
-use super::runner::{by_topic, decode, encode, Outputs, Stage, StageError};
+use super::runner::{by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError};
 use super::snapshot::announcements;
 use super::validate::Validate;
 use crate::bus::{Bus, BusError, Consumer, Record, TopicSpec};
@@ -78,10 +78,7 @@ impl Stage for Chain {
     ) -> Result<(), StageError> {
         let (Some(store), Consumer::Embedded(consumer)) = (self.snapshot.clone(), &mut *consumer)
         else {
-            let outputs = self.handle(batch).await?;
-            return Ok(consumer
-                .publish_and_commit(&by_topic(outputs), batch)
-                .await?);
+            return handle_then_publish(self, batch, consumer).await;
         };
         let started = std::time::Instant::now();
         let (mut out, decisions) = self.decide(batch).await?;

@@ -406,6 +406,9 @@ impl Fraud {
             members.extend(m);
             scored.push(claim);
         }
+        // The state entries go into `out` before the caller adds the claims: on Kafka an
+        // output published without its state change could be followed by a crash that
+        // loses the change.
         providers.sort();
         providers.dedup();
         members.sort();

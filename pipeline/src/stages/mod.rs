@@ -80,43 +80,10 @@ pub async fn spawn(
         && matches!(deps.bus, Bus::Embedded(_))
         && chain::FUSED.iter().all(|s| names.iter().any(|n| n == s));
     let fused = all_four && chain::fusable(&deps.bus, &deps.topics).await?;
-    if fused {
-        let t = deps.topics.clone();
-        let stage = chain::Chain {
-            validate: validate::Validate {
-                topics: t.clone(),
-                config: deps.config.clone(),
-            },
-            rules: rules::Rules {
-                topics: t.clone(),
-                store: deps.store.clone(),
-                compiled: RulebookCache::default(),
-            },
-            fraud: fraud::Fraud::restore(t.clone(), &deps.bus).await?,
-            decide: decide::Decide {
-                topics: t.clone(),
-                config: deps.config.clone(),
-            },
-            snapshot: names
-                .iter()
-                .any(|n| n == "snapshot")
-                .then(|| deps.store.clone()),
-            topics: t,
-        };
-        let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
-        tasks.spawn(async move {
-            if let Err(e) = run(stage, bus, batch, rx).await {
-                tracing::error!(error = %e, "A stage stopped.");
-            }
-        });
-        tracing::info!(stages = ?chain::FUSED, "Stages started as one chain.");
-    } else if all_four {
+    if all_four && !fused {
         tracing::info!("Claims wait on the topics between the stages: the stages run apart until a restart finds those topics drained.");
     }
     for name in names {
-        if fused && chain::FUSED.contains(&name.as_str()) {
-            continue;
-        }
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
         let t = deps.topics.clone();
         macro_rules! go {
@@ -136,20 +103,23 @@ pub async fn spawn(
                 store: deps.store.clone(),
                 bus: deps.bus.clone()
             }),
-            "validate" => go!(validate::Validate {
+            // The chain takes the validate group's place and the other three's work.
+            "validate" if fused => go!(chain::Chain {
+                validate: validate(deps),
+                rules: rules(deps),
+                fraud: fraud::Fraud::restore(t.clone(), &deps.bus).await?,
+                decide: decide(deps),
+                snapshot: names
+                    .iter()
+                    .any(|n| n == "snapshot")
+                    .then(|| deps.store.clone()),
                 topics: t,
-                config: deps.config.clone()
             }),
-            "rules" => go!(rules::Rules {
-                topics: t,
-                store: deps.store.clone(),
-                compiled: RulebookCache::default()
-            }),
+            "rules" | "fraud" | "decide" if fused => continue,
+            "validate" => go!(validate(deps)),
+            "rules" => go!(rules(deps)),
             "fraud" => go!(fraud::Fraud::restore(t, &deps.bus).await?),
-            "decide" => go!(decide::Decide {
-                topics: t,
-                config: deps.config.clone()
-            }),
+            "decide" => go!(decide(deps)),
             "snapshot" => go!(snapshot::Snapshot {
                 topics: t,
                 store: deps.store.clone()
@@ -182,7 +152,33 @@ pub async fn spawn(
             }),
             _ => continue,
         }
-        tracing::info!(stage = %name, "Stage started.");
+        if fused && name == "validate" {
+            tracing::info!(stages = ?chain::FUSED, "Stages started as one chain.");
+        } else {
+            tracing::info!(stage = %name, "Stage started.");
+        }
     }
     Ok(())
+}
+
+fn validate(deps: &Deps) -> validate::Validate {
+    validate::Validate {
+        topics: deps.topics.clone(),
+        config: deps.config.clone(),
+    }
+}
+
+fn rules(deps: &Deps) -> rules::Rules {
+    rules::Rules {
+        topics: deps.topics.clone(),
+        store: deps.store.clone(),
+        compiled: RulebookCache::default(),
+    }
+}
+
+fn decide(deps: &Deps) -> decide::Decide {
+    decide::Decide {
+        topics: deps.topics.clone(),
+        config: deps.config.clone(),
+    }
 }

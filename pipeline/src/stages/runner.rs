@@ -61,17 +61,25 @@ pub trait Stage: Send + 'static {
         batch: &[Record],
         consumer: &mut Consumer,
     ) -> impl std::future::Future<Output = Result<(), StageError>> + Send {
-        async move {
-            let started = std::time::Instant::now();
-            let outputs = self.handle(batch).await?;
-            let handled = started.elapsed();
-            consumer
-                .publish_and_commit(&by_topic(outputs), batch)
-                .await?;
-            tracing::debug!(stage = self.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
-            Ok(())
-        }
+        handle_then_publish(self, batch, consumer)
     }
+}
+
+/// [`Stage::handle_and_commit`] as most stages do it: the outputs of `handle`, published
+/// with the batch's offsets.
+pub(crate) async fn handle_then_publish<S: Stage + ?Sized>(
+    stage: &mut S,
+    batch: &[Record],
+    consumer: &mut Consumer,
+) -> Result<(), StageError> {
+    let started = std::time::Instant::now();
+    let outputs = stage.handle(batch).await?;
+    let handled = started.elapsed();
+    consumer
+        .publish_and_commit(&by_topic(outputs), batch)
+        .await?;
+    tracing::debug!(stage = stage.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+    Ok(())
 }
 
 /// Backoff between retries of a failing batch (or any other store work retried in a
