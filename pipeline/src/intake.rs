@@ -112,7 +112,13 @@ pub async fn accept(
 fn received_entry(c: &ClaimSubmitted, actor: &str) -> AuditEntry {
     let claim_id = c.claim.claim_id.as_str();
     AuditEntry {
-        audit_id: crate::stages::decide::derived_id("aud", &c.tenant_id, claim_id, "intake"),
+        audit_id: crate::stages::decide::ordered_id(
+            "aud",
+            c.received_at_ms,
+            &c.tenant_id,
+            claim_id,
+            "intake",
+        ),
         tenant_id: c.tenant_id.clone(),
         at: c.received_at_ms,
         actor: actor.to_owned(),

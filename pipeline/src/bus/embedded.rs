@@ -244,11 +244,13 @@ impl EmbeddedLog {
 
     /// Keeps only the latest record of each key of a compacted topic.
     pub async fn compact(&self, topic: &TopicSpec) -> Result<u64, BusError> {
+        // The latest record of a key is its highest offset in its one partition.
         let removed = sqlx::query(
-            "DELETE FROM bus_records WHERE topic = $1 AND EXISTS (SELECT 1 FROM bus_records newer \
-             WHERE newer.topic = bus_records.topic AND newer.partition = bus_records.partition \
-             AND newer.record_key = bus_records.record_key AND newer.\"offset\" > bus_records.\"offset\")",
+            "DELETE FROM bus_records WHERE topic = $1 AND (partition, \"offset\") NOT IN \
+             (SELECT partition, MAX(\"offset\") FROM bus_records WHERE topic = $2 \
+              GROUP BY partition, record_key)",
         )
+        .bind(&topic.name)
         .bind(&topic.name)
         .execute(self.store.writer())
         .await
@@ -530,12 +532,41 @@ impl EmbeddedConsumer {
         self.publish_and_commit(&[], records).await
     }
 
+    /// Appends `outputs` and commits `records` in one transaction: see
+    /// [`GroupWriter::publish_and_commit`].
+    pub async fn publish_and_commit(
+        &mut self,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        self.writer().publish_and_commit(outputs, records).await
+    }
+
+    /// What commits this group's progress, owned: a batch's transaction may then run
+    /// while this consumer reads the next batch.
+    pub fn writer(&self) -> GroupWriter {
+        GroupWriter {
+            log: self.log.clone(),
+            group: self.group.clone(),
+        }
+    }
+}
+
+/// The writing half of a consumer: publishes a batch's outputs and moves the group past
+/// the batch. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GroupWriter {
+    log: EmbeddedLog,
+    group: String,
+}
+
+impl GroupWriter {
     /// Appends `outputs` and commits `records` in one transaction: the outputs of a
     /// batch and the group's progress past it become durable together, so a crash never
     /// leaves outputs published for a batch that will be processed again. One fsync per
     /// batch instead of two.
     pub async fn publish_and_commit(
-        &mut self,
+        &self,
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],
     ) -> Result<(), BusError> {
@@ -571,7 +602,7 @@ impl EmbeddedConsumer {
     /// Appends `outputs` and commits `records` inside `tx`: the batch's outputs and
     /// progress become durable with the caller's rows in it, or none do.
     pub async fn publish_in(
-        &mut self,
+        &self,
         tx: &mut sqlx::Transaction<'static, sqlx::Any>,
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],

@@ -25,7 +25,7 @@ mod wire;
 
 use std::time::Duration;
 
-pub use embedded::{EmbeddedConsumer, EmbeddedLog};
+pub use embedded::{EmbeddedConsumer, EmbeddedLog, GroupWriter};
 pub use error::BusError;
 pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};
 pub use kafka::{KafkaBus, KafkaConsumer, KafkaSettings};

@@ -23,10 +23,12 @@
 use super::decide::{Decide, Decision};
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
-use super::runner::{by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError};
+use super::runner::{
+    backoff, by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError,
+};
 use super::snapshot::announcements;
 use super::validate::Validate;
-use crate::bus::{Bus, BusError, Consumer, Record, TopicSpec};
+use crate::bus::{Bus, BusError, Consumer, GroupWriter, Record, TopicSpec};
 use crate::intake::ClaimSubmitted;
 use crate::store::{PreparedDecisions, Store};
 use crate::topics::Topics;
@@ -45,6 +47,8 @@ pub struct Chain {
     /// the store and their events published in the chain's own transaction, instead of
     /// passing through `claims.decided`.
     pub snapshot: Option<Store>,
+    /// The commit of the last batch handled, while it runs.
+    pub committing: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Stage for Chain {
@@ -59,6 +63,8 @@ impl Stage for Chain {
     }
 
     async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
+        // The state is reread from the topics, which must hold every batch handled.
+        self.settle().await;
         self.fraud.reassigned(bus).await
     }
 
@@ -71,6 +77,12 @@ impl Stage for Chain {
         Ok(out)
     }
 
+    /// With the snapshot in this process, a batch commits in a task of its own while
+    /// the next batch is handled: the chain's CPU work and the store's writer then run
+    /// side by side instead of taking turns. Batches still commit one at a time and in
+    /// order, each after the one before it, and a failed commit is retried (the same
+    /// outputs, decided once) before the next one starts; so the group never moves past
+    /// a batch whose outputs are not durable.
     async fn handle_and_commit(
         &mut self,
         batch: &[Record],
@@ -81,20 +93,68 @@ impl Stage for Chain {
             return handle_then_publish(self, batch, consumer).await;
         };
         let started = std::time::Instant::now();
-        let (mut out, decisions) = self.decide(batch).await?;
-        let prepared = PreparedDecisions::new(&decisions);
+        let (out, decisions) = self.decide(batch).await?;
         let handled = started.elapsed();
+        self.settle().await;
+        let commit = Commit {
+            store,
+            writer: consumer.writer(),
+            topics: self.topics.clone(),
+            batch: batch.to_vec(),
+            out,
+            decisions,
+        };
+        self.committing = Some(tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut attempt = 0;
+            while let Err(e) = commit.run().await {
+                tracing::warn!(stage = "chain", error = %e, attempt, "Committing a batch failed; retrying.");
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+            tracing::debug!(stage = "chain", records = commit.batch.len(), ?handled, committed = ?started.elapsed(), "Batch done.");
+        }));
+        Ok(())
+    }
+
+    async fn settle(&mut self) {
+        if let Some(committing) = self.committing.take() {
+            if let Err(e) = committing.await {
+                // The commit task only ends early by panicking; going on would commit
+                // later batches past a lost one.
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
+
+/// One batch's transaction: the fraud state entries and dead letters, the decisions'
+/// rows in the store and their events, and the group's offsets past the batch.
+struct Commit {
+    store: Store,
+    writer: GroupWriter,
+    topics: Topics,
+    batch: Vec<Record>,
+    out: Outputs,
+    decisions: Vec<Decision>,
+}
+
+impl Commit {
+    async fn run(&self) -> Result<(), StageError> {
+        let prepared = PreparedDecisions::new(&self.decisions);
         // Reads first; the decisions' own rows last, as they lock the audit chain's head.
-        let mut tx = consumer.begin().await?;
-        let check = store.check_decisions_in(&mut tx, &prepared).await?;
-        out.extend(announcements(&self.topics, &decisions, &check.held));
+        let mut tx = self.writer.begin().await?;
+        let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
+        let mut out = self.out.clone();
+        out.extend(announcements(&self.topics, &self.decisions, &check.held));
         let outputs = by_topic(out);
-        consumer.publish_in(&mut tx, &outputs, batch).await?;
-        store
+        self.writer
+            .publish_in(&mut tx, &outputs, &self.batch)
+            .await?;
+        self.store
             .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
-        consumer.finish(tx, &outputs).await?;
-        tracing::debug!(stage = "chain", records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+        self.writer.finish(tx, &outputs).await?;
         Ok(())
     }
 }

@@ -113,6 +113,7 @@ pub async fn spawn(
                     .iter()
                     .any(|n| n == "snapshot")
                     .then(|| deps.store.clone()),
+                committing: None,
                 topics: t,
             }),
             "rules" | "fraud" | "decide" if fused => continue,

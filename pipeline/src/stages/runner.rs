@@ -63,6 +63,12 @@ pub trait Stage: Send + 'static {
     ) -> impl std::future::Future<Output = Result<(), StageError>> + Send {
         handle_then_publish(self, batch, consumer)
     }
+    /// Waits until every batch handed to [`Self::handle_and_commit`] is committed: a
+    /// stage that commits a batch while it handles the next (the fused chain) finishes
+    /// before the runner stops. Most stages commit before they return.
+    fn settle(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// [`Stage::handle_and_commit`] as most stages do it: the outputs of `handle`, published
@@ -98,11 +104,11 @@ pub async fn run<S: Stage>(
     let mut consumer = bus.consumer(stage.name(), &[stage.input()]).await?;
     loop {
         if *shutdown.borrow() {
-            return Ok(());
+            break;
         }
         let batch = tokio::select! {
             polled = consumer.poll(batch_size, Duration::from_secs(1)) => polled,
-            _ = shutdown.changed() => return Ok(()),
+            _ = shutdown.changed() => break,
         };
         let batch = match batch {
             Ok(b) => b,
@@ -131,6 +137,8 @@ pub async fn run<S: Stage>(
             attempt += 1;
         }
     }
+    stage.settle().await;
+    Ok(())
 }
 
 /// Groups outputs by topic, keeping their order within each topic.
