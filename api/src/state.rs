@@ -5,6 +5,7 @@ use std::sync::Arc;
 use pipeline::bus::Bus;
 use pipeline::clock::Clock;
 use pipeline::config_cache::ConfigCache;
+use pipeline::intake::Committer;
 use pipeline::store::Store;
 use pipeline::topics::Topics;
 use pipeline::uploads::ObjectStore;
@@ -36,6 +37,8 @@ pub struct Inner {
     pub clock: Clock,
     /// Where uploaded files are kept.
     pub objects: ObjectStore,
+    /// Single intake's group commit.
+    pub intake: Committer,
 }
 
 impl AppState {
@@ -43,6 +46,7 @@ impl AppState {
         let sessions = SessionCache::new(store.clone(), config.session_cache_ttl);
         let config_cache = ConfigCache::new(store.clone(), config.config_cache_ttl);
         let limits = RateLimits::new(config.rate_limit);
+        let intake = Committer::new(store.clone(), bus.clone(), topics.intake.clone());
         Self(Arc::new(Inner {
             store,
             keys,
@@ -54,6 +58,7 @@ impl AppState {
             limits,
             clock: Clock::default(),
             objects: ObjectStore::local(&config.upload_dir),
+            intake,
             config,
         }))
     }

@@ -5,6 +5,7 @@
 
 use schemas::claim::ClaimSubmission;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
@@ -45,20 +46,39 @@ pub async fn accept(
     commands: &[ClaimSubmitted],
     actor: &str,
 ) -> Result<Vec<bool>, StoreError> {
+    let actors = vec![actor; commands.len()];
+    accept_each(store, bus, topic, commands, &actors).await
+}
+
+/// [`accept`] with each claim's own actor, for claims of several requests in one
+/// transaction. A claim whose tenant and id come again later in `commands` is new at
+/// most once, at its first place.
+async fn accept_each(
+    store: &Store,
+    bus: &Bus,
+    topic: &TopicSpec,
+    commands: &[ClaimSubmitted],
+    actors: &[&str],
+) -> Result<Vec<bool>, StoreError> {
     if commands.is_empty() {
         return Ok(Vec::new());
     }
     let now = now_ms();
+    let mut first = std::collections::HashSet::new();
+    let candidates: Vec<&ClaimSubmitted> = commands
+        .iter()
+        .filter(|c| first.insert((c.tenant_id.as_str(), c.claim.claim_id.as_str())))
+        .collect();
     let mut tx = store.writer().begin().await?;
     let mut inserted = std::collections::HashSet::new();
-    for chunk in commands.chunks(ROWS_PER_INSERT) {
+    for chunk in candidates.chunks(ROWS_PER_INSERT) {
         let sql = format!(
             "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
              rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
-             ON CONFLICT (tenant_id, claim_id) DO NOTHING RETURNING claim_id",
+             ON CONFLICT (tenant_id, claim_id) DO NOTHING RETURNING tenant_id, claim_id",
             values_list(store.backend(), chunk.len(), 12)
         );
-        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
         for c in chunk {
             let submission =
                 serde_json::to_string(&c.claim).map_err(|e| StoreError::Config(e.to_string()))?;
@@ -78,9 +98,10 @@ pub async fn accept(
         }
         inserted.extend(q.fetch_all(&mut *tx).await?);
     }
+    // Each inserted claim is new at its first place only.
     let fresh: Vec<bool> = commands
         .iter()
-        .map(|c| inserted.contains(c.claim.claim_id.as_str()))
+        .map(|c| inserted.remove(&(c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned())))
         .collect();
     let messages: Vec<Message> = commands
         .iter()
@@ -97,15 +118,120 @@ pub async fn accept(
     // Last, as the audit chain's head is the last lock a transaction takes.
     let entries: Vec<AuditEntry> = commands
         .iter()
+        .zip(actors)
         .zip(&fresh)
         .filter(|(_, new)| **new)
-        .map(|(c, _)| received_entry(c, actor))
+        .map(|((c, actor), _)| received_entry(c, actor))
         .collect();
     // Their claims were inserted just now, so the records are new.
     store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     bus.wake(&topic.name);
     Ok(fresh)
+}
+
+/// Claims waiting for the [`Committer`]'s next transaction, at most.
+const MOST_PER_GROUP: usize = ROWS_PER_INSERT;
+
+/// One request's claims waiting for a transaction, and where its answer goes.
+#[derive(Debug)]
+struct Waiting {
+    commands: Vec<ClaimSubmitted>,
+    actor: String,
+    answer: oneshot::Sender<Result<Vec<bool>, StoreError>>,
+}
+
+/// Group commit for intake requests of a claim or a few: each request's claims wait for
+/// the next transaction, which takes every request that arrived while the last one
+/// committed. A request alone in the store paid a transaction and a sync of its own,
+/// one after another on SQLite's single writer; the requests of a busy moment now share
+/// them. Each request is still answered only once its claims are durable, and a claim
+/// submitted by two requests of one group is new for the first only.
+#[derive(Debug)]
+pub struct Committer {
+    store: Store,
+    bus: Bus,
+    topic: TopicSpec,
+    /// The transactions' task, started by the first submission (which runs on the
+    /// runtime); it ends when the committer is dropped.
+    queue: std::sync::OnceLock<mpsc::Sender<Waiting>>,
+}
+
+impl Committer {
+    pub fn new(store: Store, bus: Bus, topic: TopicSpec) -> Self {
+        Self {
+            store,
+            bus,
+            topic,
+            queue: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Accepts `commands` as [`accept`] does, in the next group's transaction.
+    pub async fn accept(
+        &self,
+        commands: Vec<ClaimSubmitted>,
+        actor: &str,
+    ) -> Result<Vec<bool>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        let waiting = Waiting {
+            commands,
+            actor: actor.to_owned(),
+            answer,
+        };
+        let gone = || StoreError::Config("the intake committer has stopped".into());
+        self.queue().send(waiting).await.map_err(|_| gone())?;
+        answered.await.map_err(|_| gone())?
+    }
+
+    fn queue(&self) -> &mpsc::Sender<Waiting> {
+        self.queue.get_or_init(|| {
+            let (queue, waiting) = mpsc::channel(MOST_PER_GROUP);
+            let (store, bus, topic) = (self.store.clone(), self.bus.clone(), self.topic.clone());
+            tokio::spawn(commit_groups(store, bus, topic, waiting));
+            queue
+        })
+    }
+}
+
+/// The committer's task: one transaction at a time, for every request waiting.
+async fn commit_groups(
+    store: Store,
+    bus: Bus,
+    topic: TopicSpec,
+    mut waiting: mpsc::Receiver<Waiting>,
+) {
+    while let Some(first) = waiting.recv().await {
+        let mut group = vec![first];
+        let mut claims = group[0].commands.len();
+        while claims < MOST_PER_GROUP {
+            match waiting.try_recv() {
+                Ok(w) => {
+                    claims += w.commands.len();
+                    group.push(w);
+                }
+                Err(_) => break,
+            }
+        }
+        let commands: Vec<ClaimSubmitted> = group
+            .iter()
+            .flat_map(|w| w.commands.iter().cloned())
+            .collect();
+        let actors: Vec<&str> = group
+            .iter()
+            .flat_map(|w| std::iter::repeat_n(w.actor.as_str(), w.commands.len()))
+            .collect();
+        let result = accept_each(&store, &bus, &topic, &commands, &actors).await;
+        let mut fresh = result.as_ref().map(|f| f.iter());
+        for w in group {
+            let answer = match &mut fresh {
+                Ok(f) => Ok(f.by_ref().take(w.commands.len()).copied().collect()),
+                Err(e) => Err(e.for_another()),
+            };
+            // A request that went away has nothing to be told; its claims are stored.
+            let _ = w.answer.send(answer);
+        }
+    }
 }
 
 /// The audit record of a claim's intake; its id derives from the claim.

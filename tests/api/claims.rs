@@ -11,6 +11,7 @@ crate::all_backends!(
     an_accepted_claim_is_durable_readable_and_on_the_intake_topic,
     intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing,
     fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one,
+    simultaneous_submissions_of_two_tenants_are_new_once_per_tenant_and_id,
     a_batch_checks_each_item_and_answers_in_input_order,
     a_batch_may_be_ndjson,
     claims_of_another_tenant_are_not_found,
@@ -173,6 +174,49 @@ async fn fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one(b: Ba
         r.assert_error(StatusCode::CONFLICT, "CLAIM_DUPLICATE");
     }
     assert_eq!(intake_records(&app, 1).await.len(), 1, "one command");
+}
+
+/// Single intakes of a busy moment share a transaction (group commit): a claim id that
+/// two tenants submit at once is new once for each of them, and the copies are refused.
+async fn simultaneous_submissions_of_two_tenants_are_new_once_per_tenant_and_id(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let tenants = [
+        ready_tenant(&app, "tenant-a").await,
+        ready_tenant(&app, "tenant-b").await,
+    ];
+    let mut sends = Vec::new();
+    for s in &tenants {
+        for i in 0..10 {
+            sends.push(submit(&app, s, claim("CLM-SAME")));
+            sends.push(submit(&app, s, claim(&format!("CLM-{i}"))));
+        }
+    }
+    let replies = futures::future::join_all(sends).await;
+    let accepted = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::ACCEPTED)
+        .count();
+    assert_eq!(
+        accepted,
+        2 * 11,
+        "each tenant's CLM-SAME once and its ten others"
+    );
+    for r in replies.iter().filter(|r| r.status != StatusCode::ACCEPTED) {
+        r.assert_error(StatusCode::CONFLICT, "CLAIM_DUPLICATE");
+    }
+    assert_eq!(intake_records(&app, 22).await.len(), 22, "one command each");
+    for s in &tenants {
+        let got = app.get("/claims/CLM-SAME", &s.access).await;
+        assert_eq!(got.status, StatusCode::OK, "{}", got.body);
+        let audit = app.get("/audit?entity_id=CLM-SAME", &s.access).await;
+        let received = audit.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["action"] == "claim.received")
+            .count();
+        assert_eq!(received, 1, "one intake audit record per tenant");
+    }
 }
 
 async fn intake_records(app: &TestApp, n: usize) -> Vec<pipeline::bus::Record> {

@@ -149,7 +149,7 @@ pub async fn intake(
     )
     .await?;
     let claim_id = command.claim.claim_id.as_str().to_owned();
-    let fresh = store(&state, std::slice::from_ref(&command), &who.user_id).await?;
+    let fresh = state.intake.accept(vec![command], &who.user_id).await?;
     if !fresh.first().copied().unwrap_or(false) {
         return Err(duplicate());
     }

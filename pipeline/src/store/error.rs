@@ -42,3 +42,19 @@ impl From<sqlx::Error> for StoreError {
         }
     }
 }
+
+impl StoreError {
+    /// The same error for another caller, of the same kind (the driver's own error
+    /// kept as text): one failed transaction of several callers answers each of them.
+    pub(crate) fn for_another(&self) -> Self {
+        let text = |e: &sqlx::Error| sqlx::Error::Protocol(e.to_string());
+        match self {
+            StoreError::Conflict(s) => StoreError::Conflict(s.clone()),
+            StoreError::NotFound => StoreError::NotFound,
+            StoreError::Unavailable(e) => StoreError::Unavailable(text(e)),
+            StoreError::Migration(s) => StoreError::Migration(s.clone()),
+            StoreError::Config(s) => StoreError::Config(s.clone()),
+            StoreError::Other(e) => StoreError::Other(text(e)),
+        }
+    }
+}
