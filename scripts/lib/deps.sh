@@ -91,7 +91,7 @@ ensure_upload_tools() {
 
 # A Kafka-protocol broker on 127.0.0.1:9092 for the kafka half of the suite: no Apache
 # Kafka or Redpanda package reaches Debian 12 without Docker, so the tests use nisshi, a
-# Kafka-compatible broker from crates.io, built once and cached (about 10 minutes cold).
+# Kafka-compatible broker from crates.io, built once and cached (about half an hour cold on 2 cores).
 # It keeps its log in SQLite under a fresh folder each start. Exports
 # CLAIMS_TEST_KAFKA_BROKERS for the tests.
 ensure_kafka_broker() {
