@@ -179,10 +179,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
 
 /// Records a stage takes per batch: large enough to amortise a transaction, small
 /// enough to keep latency low. On the embedded default the fused chain and intake take
-/// turns on SQLite's one writer; with 2,000 the chain fell behind a batch-intake load
-/// (`scripts/bench`: 202 to decision p50 2.2 s) and with 4,000 it kept up (p50 0.5 s,
-/// end to end about 15% higher, batch intake lower, since the chain then has the writer
-/// more of the time). 8,000 gained nothing more and held more memory.
+/// turns on SQLite's one writer, and with 2,000 the chain fell behind a batch-intake load
+/// (measurements: docs/decisions.md, "The embedded log").
 const STAGE_BATCH: usize = 4000;
 /// How often SQLite's write-ahead log is copied into the database file.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);

@@ -191,9 +191,8 @@ const READER_CACHE_KIB: u32 = 2 * 1024;
 /// of 4 KiB made every batch write several pages per claim: a claim's rows (its snapshot,
 /// its records on the bus, its audit records) are a few hundred bytes to a few KiB each,
 /// and each commit wrote, checksummed and synced every page it dirtied with one call
-/// apiece. With 32 KiB pages the pipeline's commits took about half as long and
-/// `scripts/bench` went from about 10,000 to about 13,800 claims/s end to end (64 KiB
-/// gained nothing more, and made single intake's small commits slower).
+/// apiece. Larger pages halved the pipeline's commits; 64 KiB gained nothing more and
+/// slowed small commits (measurements: docs/decisions.md, "The embedded log").
 const PAGE_SIZE: u32 = 32 * 1024;
 /// Write-ahead log pages after which a commit checkpoints by itself (64 MiB): only a
 /// backstop, since `serve` checkpoints on a connection of its own.
@@ -210,8 +209,8 @@ async fn sqlite_pool(
         .acquire_timeout(opts.acquire_timeout)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
-                // The page size takes effect only on a new file, before WAL is
-                // chosen. WAL lets readers run beside the writer; synchronous=FULL makes every
+                // The page size takes effect only on a new file, before WAL is chosen.
+                // WAL lets readers run beside the writer; synchronous=FULL makes every
                 // commit durable before it returns (a 202 means on disk); the busy
                 // timeout lets the admin CLI write while `serve` runs.
                 // The writer checkpoints only as a backstop when no process runs
