@@ -37,7 +37,7 @@ pub struct Inner {
     pub clock: Clock,
     /// Where uploaded files are kept.
     pub objects: ObjectStore,
-    /// Single intake's group commit.
+    /// Intake's group commit (docs/decisions.md, "Intake's group commit").
     pub intake: Committer,
 }
 

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
-use crate::store::{values_list, AuditEntry, Store, StoreError};
+use crate::store::{values_list, AuditEntry, Backend, Store, StoreError};
 
 /// The record on the intake topic: the claim as submitted and what intake decided
 /// about its context, so that processing uses the rulebook current at intake.
@@ -46,28 +46,59 @@ pub async fn accept(
     commands: &[ClaimSubmitted],
     actor: &str,
 ) -> Result<Vec<bool>, StoreError> {
-    let actors = vec![actor; commands.len()];
-    accept_each(store, bus, topic, commands, &actors).await
+    let ready = commands
+        .iter()
+        .map(|c| Ready::new(c.clone(), actor))
+        .collect::<Result<Vec<_>, _>>()?;
+    accept_ready(store, bus, topic, ready).await
 }
 
-/// [`accept`] with each claim's own actor, for claims of several requests in one
-/// transaction. A claim whose tenant and id come again later in `commands` is new at
-/// most once, at its first place.
-async fn accept_each(
+/// A claim made ready for the store before the writer is taken: the serialising, which
+/// costs CPU, then happens in the submitting request's task, side by side with other
+/// requests, and not while every writer waits.
+#[derive(Debug)]
+struct Ready {
+    command: ClaimSubmitted,
+    /// The submission as the claim's row keeps it.
+    submission: String,
+    message: Message,
+    entry: AuditEntry,
+}
+
+impl Ready {
+    fn new(command: ClaimSubmitted, actor: &str) -> Result<Self, StoreError> {
+        let encoding = |e: serde_json::Error| StoreError::Config(e.to_string());
+        Ok(Self {
+            submission: serde_json::to_string(&command.claim).map_err(encoding)?,
+            message: Message {
+                key: command.key(),
+                value: serde_json::to_vec(&command).map_err(encoding)?,
+            },
+            entry: received_entry(&command, actor),
+            command,
+        })
+    }
+}
+
+/// Accepts claims of one or several requests in one transaction. A claim whose tenant
+/// and id come again later in `ready` is new at most once, at its first place.
+async fn accept_ready(
     store: &Store,
     bus: &Bus,
     topic: &TopicSpec,
-    commands: &[ClaimSubmitted],
-    actors: &[&str],
+    ready: Vec<Ready>,
 ) -> Result<Vec<bool>, StoreError> {
-    if commands.is_empty() {
+    if ready.is_empty() {
         return Ok(Vec::new());
     }
     let now = now_ms();
     let mut first = std::collections::HashSet::new();
-    let candidates: Vec<&ClaimSubmitted> = commands
+    let candidates: Vec<&Ready> = ready
         .iter()
-        .filter(|c| first.insert((c.tenant_id.as_str(), c.claim.claim_id.as_str())))
+        .filter(|r| {
+            let c = &r.command;
+            first.insert((c.tenant_id.as_str(), c.claim.claim_id.as_str()))
+        })
         .collect();
     let mut tx = store.writer().begin().await?;
     let mut inserted = std::collections::HashSet::new();
@@ -79,17 +110,16 @@ async fn accept_each(
             values_list(store.backend(), chunk.len(), 12)
         );
         let mut q = sqlx::query_as::<_, (String, String)>(&sql);
-        for c in chunk {
-            let submission =
-                serde_json::to_string(&c.claim).map_err(|e| StoreError::Config(e.to_string()))?;
+        for r in chunk {
+            let c = &r.command;
             q = q
                 .bind(&c.tenant_id)
-                .bind(c.claim.claim_id.as_str().to_owned())
-                .bind(c.claim.member_id.as_str().to_owned())
-                .bind(c.claim.provider_id.as_str().to_owned())
+                .bind(c.claim.claim_id.as_str())
+                .bind(c.claim.member_id.as_str())
+                .bind(c.claim.provider_id.as_str())
                 .bind(c.claim.claim_amount)
                 .bind(c.claim.service_date.to_string())
-                .bind(submission)
+                .bind(&r.submission)
                 .bind(&c.rulebook_id)
                 .bind(c.rulebook_version)
                 .bind("received")
@@ -99,54 +129,49 @@ async fn accept_each(
         inserted.extend(q.fetch_all(&mut *tx).await?);
     }
     // Each inserted claim is new at its first place only.
-    let fresh: Vec<bool> = commands
+    let fresh: Vec<bool> = ready
         .iter()
-        .map(|c| inserted.remove(&(c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned())))
-        .collect();
-    let messages: Vec<Message> = commands
-        .iter()
-        .zip(&fresh)
-        .filter(|(_, new)| **new)
-        .map(|(c, _)| Message {
-            key: c.key(),
-            value: serde_json::to_vec(c).unwrap_or_default(),
+        .map(|r| {
+            let c = &r.command;
+            inserted.remove(&(c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned()))
         })
         .collect();
+    let (messages, entries): (Vec<Message>, Vec<AuditEntry>) = ready
+        .into_iter()
+        .zip(&fresh)
+        .filter(|(_, new)| **new)
+        .map(|(r, _)| (r.message, r.entry))
+        .unzip();
     bus.append_in(&mut tx, topic, &messages)
         .await
         .map_err(into_store)?;
-    // Last, as the audit chain's head is the last lock a transaction takes.
-    let entries: Vec<AuditEntry> = commands
-        .iter()
-        .zip(actors)
-        .zip(&fresh)
-        .filter(|(_, new)| **new)
-        .map(|((c, actor), _)| received_entry(c, actor))
-        .collect();
-    // Their claims were inserted just now, so the records are new.
+    // Last, as the audit chain's head is the last lock a transaction takes. Their
+    // claims were inserted just now, so the records are new.
     store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     bus.wake(&topic.name);
     Ok(fresh)
 }
 
-/// Claims waiting for the [`Committer`]'s next transaction, at most.
-const MOST_PER_GROUP: usize = ROWS_PER_INSERT;
+/// Claims waiting for the [`Committer`]'s next transaction, at most: the batches of a
+/// busy moment (each up to 1,000 claims in the usual client) share one.
+const MOST_PER_GROUP: usize = 4000;
 
 /// One request's claims waiting for a transaction, and where its answer goes.
 #[derive(Debug)]
 struct Waiting {
-    commands: Vec<ClaimSubmitted>,
-    actor: String,
+    ready: Vec<Ready>,
     answer: oneshot::Sender<Result<Vec<bool>, StoreError>>,
 }
 
-/// Group commit for intake requests of a claim or a few: each request's claims wait for
-/// the next transaction, which takes every request that arrived while the last one
-/// committed. A request alone in the store paid a transaction and a sync of its own,
-/// one after another on SQLite's single writer; the requests of a busy moment now share
-/// them. Each request is still answered only once its claims are durable, and a claim
-/// submitted by two requests of one group is new for the first only.
+/// Group commit for intake requests: each request's claims wait for the next
+/// transaction, which takes every request that arrived while the last one committed.
+/// A request alone in the store paid a transaction and a sync of its own, one after
+/// another on SQLite's single writer, and each transaction rewrote the pages of the
+/// claims' index by member, where every claim lands on a page of its own; the requests
+/// of a busy moment now share them. Each request is still answered only once its claims
+/// are durable, and a claim submitted by two requests of one group is new for the first
+/// only.
 #[derive(Debug)]
 pub struct Committer {
     store: Store,
@@ -173,15 +198,31 @@ impl Committer {
         commands: Vec<ClaimSubmitted>,
         actor: &str,
     ) -> Result<Vec<bool>, StoreError> {
+        let ready = commands
+            .into_iter()
+            .map(|c| Ready::new(c, actor))
+            .collect::<Result<Vec<_>, _>>()?;
         let (answer, answered) = oneshot::channel();
-        let waiting = Waiting {
-            commands,
-            actor: actor.to_owned(),
-            answer,
-        };
         let gone = || StoreError::Config("the intake committer has stopped".into());
+        let waiting = Waiting { ready, answer };
         self.queue().send(waiting).await.map_err(|_| gone())?;
         answered.await.map_err(|_| gone())?
+    }
+
+    /// A batch request's claims: in the next group on SQLite, whose one writer takes
+    /// transactions one at a time anyway; in a transaction of its own on PostgreSQL,
+    /// where the batches of several requests commit side by side.
+    pub async fn accept_batch(
+        &self,
+        commands: Vec<ClaimSubmitted>,
+        actor: &str,
+    ) -> Result<Vec<bool>, StoreError> {
+        match self.store.backend() {
+            Backend::Sqlite => self.accept(commands, actor).await,
+            Backend::Postgres => {
+                accept(&self.store, &self.bus, &self.topic, &commands, actor).await
+            }
+        }
     }
 
     fn queue(&self) -> &mpsc::Sender<Waiting> {
@@ -202,34 +243,34 @@ async fn commit_groups(
     mut waiting: mpsc::Receiver<Waiting>,
 ) {
     while let Some(first) = waiting.recv().await {
+        let mut claims = first.ready.len();
         let mut group = vec![first];
-        let mut claims = group[0].commands.len();
         while claims < MOST_PER_GROUP {
             match waiting.try_recv() {
                 Ok(w) => {
-                    claims += w.commands.len();
+                    claims += w.ready.len();
                     group.push(w);
                 }
                 Err(_) => break,
             }
         }
-        let commands: Vec<ClaimSubmitted> = group
-            .iter()
-            .flat_map(|w| w.commands.iter().cloned())
-            .collect();
-        let actors: Vec<&str> = group
-            .iter()
-            .flat_map(|w| std::iter::repeat_n(w.actor.as_str(), w.commands.len()))
-            .collect();
-        let result = accept_each(&store, &bus, &topic, &commands, &actors).await;
-        let mut fresh = result.as_ref().map(|f| f.iter());
+        let mut sizes = Vec::with_capacity(group.len());
+        let mut answers = Vec::with_capacity(group.len());
+        let mut ready = Vec::with_capacity(claims);
         for w in group {
-            let answer = match &mut fresh {
-                Ok(f) => Ok(f.by_ref().take(w.commands.len()).copied().collect()),
+            sizes.push(w.ready.len());
+            answers.push(w.answer);
+            ready.extend(w.ready);
+        }
+        let result = accept_ready(&store, &bus, &topic, ready).await;
+        let mut fresh = result.as_ref().map(|f| f.iter());
+        for (size, answer) in sizes.into_iter().zip(answers) {
+            let answer_is = match &mut fresh {
+                Ok(f) => Ok(f.by_ref().take(size).copied().collect()),
                 Err(e) => Err(e.for_another()),
             };
             // A request that went away has nothing to be told; its claims are stored.
-            let _ = w.answer.send(answer);
+            let _ = answer.send(answer_is);
         }
     }
 }

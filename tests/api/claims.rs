@@ -12,6 +12,7 @@ crate::all_backends!(
     intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing,
     fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one,
     simultaneous_submissions_of_two_tenants_are_new_once_per_tenant_and_id,
+    simultaneous_batches_accept_a_shared_claim_id_once_and_answer_each_in_order,
     a_batch_checks_each_item_and_answers_in_input_order,
     a_batch_may_be_ndjson,
     claims_of_another_tenant_are_not_found,
@@ -217,6 +218,76 @@ async fn simultaneous_submissions_of_two_tenants_are_new_once_per_tenant_and_id(
             .count();
         assert_eq!(received, 1, "one intake audit record per tenant");
     }
+}
+
+/// Batches of a busy moment may share a transaction (on SQLite they join the intake
+/// committer's groups): a claim id in four simultaneous batches and a single intake of
+/// each of two tenants is accepted once per tenant, and every request is answered for
+/// its own items, in its own order.
+async fn simultaneous_batches_accept_a_shared_claim_id_once_and_answer_each_in_order(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let tenants = [
+        ready_tenant(&app, "tenant-a").await,
+        ready_tenant(&app, "tenant-b").await,
+    ];
+    for (s, tenant) in tenants.iter().zip(["tenant-a", "tenant-b"]) {
+        let batches: Vec<Vec<String>> = (0..4)
+            .map(|r| {
+                let mut ids: Vec<String> = (0..5).map(|i| format!("CLM-{r}-{i}")).collect();
+                ids.insert(r, "CLM-SAME".into());
+                ids
+            })
+            .collect();
+        let sends = batches.iter().map(|ids| {
+            let items: Vec<Value> = ids.iter().map(|id| claim(id)).collect();
+            app.call(
+                Method::POST,
+                "/claims/batch",
+                Some(&s.access),
+                Some(Value::Array(items)),
+            )
+        });
+        let (replies, single) = futures::join!(
+            futures::future::join_all(sends),
+            submit(&app, s, claim("CLM-SAME"))
+        );
+        let mut same = usize::from(single.status == StatusCode::ACCEPTED);
+        for (ids, r) in batches.iter().zip(&replies) {
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            let results = r.body["results"].as_array().unwrap();
+            assert_eq!(results.len(), ids.len());
+            for (id, item) in ids.iter().zip(results) {
+                assert_eq!(item["claim_id"], json!(id), "answered in input order");
+                if id == "CLM-SAME" {
+                    if item["status"] == "received" {
+                        same += 1;
+                    } else {
+                        assert_eq!(item["error"]["code"], "CLAIM_DUPLICATE", "{item}");
+                    }
+                } else {
+                    assert_eq!(item["status"], "received", "{item}");
+                }
+            }
+            assert_eq!(
+                r.body["accepted"],
+                json!(results.iter().filter(|i| i["status"] == "received").count())
+            );
+        }
+        assert_eq!(same, 1, "CLM-SAME accepted once for {tenant}");
+        let audit = app.get("/audit?entity_id=CLM-SAME", &s.access).await;
+        let received = audit.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["action"] == "claim.received")
+            .count();
+        assert_eq!(received, 1, "one intake audit record per tenant");
+    }
+    assert_eq!(
+        intake_records(&app, 42).await.len(),
+        42,
+        "one command per accepted claim"
+    );
 }
 
 async fn intake_records(app: &TestApp, n: usize) -> Vec<pipeline::bus::Record> {

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pipeline::clock::{ms_to_rfc3339, now_ms};
 use pipeline::config_cache::ActiveRulebook;
-use pipeline::intake::{self, ClaimSubmitted};
+use pipeline::intake::ClaimSubmitted;
 use pipeline::store::ClaimFilter;
 use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
 use schemas::{Date, ErrorBody, Page};
@@ -98,21 +98,6 @@ async fn check(
         rulebook_version: rb.rulebook.version,
         received_at_ms: now,
     })
-}
-
-async fn store(
-    state: &AppState,
-    commands: &[ClaimSubmitted],
-    user_id: &str,
-) -> Result<Vec<bool>, ApiError> {
-    Ok(intake::accept(
-        &state.store,
-        &state.bus,
-        &state.topics.intake,
-        commands,
-        user_id,
-    )
-    .await?)
 }
 
 /// Submit a claim for processing.
@@ -292,9 +277,12 @@ pub async fn batch(
             }
         }
     }
-    let fresh = store(&state, &commands, &who.user_id).await?;
-    for ((slot, cmd), new) in slots.into_iter().zip(&commands).zip(fresh) {
-        let claim_id = cmd.claim.claim_id.as_str().to_owned();
+    let ids: Vec<String> = commands
+        .iter()
+        .map(|c| c.claim.claim_id.as_str().to_owned())
+        .collect();
+    let fresh = state.intake.accept_batch(commands, &who.user_id).await?;
+    for ((slot, claim_id), new) in slots.into_iter().zip(ids).zip(fresh) {
         results[slot] = Some(if new {
             BatchItem::Accepted {
                 claim_id,
