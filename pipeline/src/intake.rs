@@ -46,10 +46,7 @@ pub async fn accept(
     commands: &[ClaimSubmitted],
     actor: &str,
 ) -> Result<Vec<bool>, StoreError> {
-    let ready = commands
-        .iter()
-        .map(|c| Ready::new(c.clone(), actor))
-        .collect::<Result<Vec<_>, _>>()?;
+    let ready = Ready::all(commands.iter().cloned(), actor)?;
     accept_ready(store, bus, topic, ready).await
 }
 
@@ -77,6 +74,13 @@ impl Ready {
             entry: received_entry(&command, actor),
             command,
         })
+    }
+
+    fn all(
+        commands: impl IntoIterator<Item = ClaimSubmitted>,
+        actor: &str,
+    ) -> Result<Vec<Self>, StoreError> {
+        commands.into_iter().map(|c| Self::new(c, actor)).collect()
     }
 }
 
@@ -198,10 +202,7 @@ impl Committer {
         commands: Vec<ClaimSubmitted>,
         actor: &str,
     ) -> Result<Vec<bool>, StoreError> {
-        let ready = commands
-            .into_iter()
-            .map(|c| Ready::new(c, actor))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ready = Ready::all(commands, actor)?;
         let (answer, answered) = oneshot::channel();
         let gone = || StoreError::Config("the intake committer has stopped".into());
         let waiting = Waiting { ready, answer };
@@ -220,7 +221,8 @@ impl Committer {
         match self.store.backend() {
             Backend::Sqlite => self.accept(commands, actor).await,
             Backend::Postgres => {
-                accept(&self.store, &self.bus, &self.topic, &commands, actor).await
+                let ready = Ready::all(commands, actor)?;
+                accept_ready(&self.store, &self.bus, &self.topic, ready).await
             }
         }
     }

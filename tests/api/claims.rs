@@ -209,14 +209,11 @@ async fn simultaneous_submissions_of_two_tenants_are_new_once_per_tenant_and_id(
     for s in &tenants {
         let got = app.get("/claims/CLM-SAME", &s.access).await;
         assert_eq!(got.status, StatusCode::OK, "{}", got.body);
-        let audit = app.get("/audit?entity_id=CLM-SAME", &s.access).await;
-        let received = audit.body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["action"] == "claim.received")
-            .count();
-        assert_eq!(received, 1, "one intake audit record per tenant");
+        assert_eq!(
+            intake_audit_records(&app, s, "CLM-SAME").await,
+            1,
+            "one intake audit record per tenant"
+        );
     }
 }
 
@@ -274,20 +271,30 @@ async fn simultaneous_batches_accept_a_shared_claim_id_once_and_answer_each_in_o
             );
         }
         assert_eq!(same, 1, "CLM-SAME accepted once for {tenant}");
-        let audit = app.get("/audit?entity_id=CLM-SAME", &s.access).await;
-        let received = audit.body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["action"] == "claim.received")
-            .count();
-        assert_eq!(received, 1, "one intake audit record per tenant");
+        assert_eq!(
+            intake_audit_records(&app, s, "CLM-SAME").await,
+            1,
+            "one intake audit record per tenant"
+        );
     }
     assert_eq!(
         intake_records(&app, 42).await.len(),
         42,
         "one command per accepted claim"
     );
+}
+
+/// The tenant's `claim.received` audit records of a claim.
+async fn intake_audit_records(app: &TestApp, s: &Session, claim_id: &str) -> usize {
+    let audit = app
+        .get(&format!("/audit?entity_id={claim_id}"), &s.access)
+        .await;
+    audit.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "claim.received")
+        .count()
 }
 
 async fn intake_records(app: &TestApp, n: usize) -> Vec<pipeline::bus::Record> {
