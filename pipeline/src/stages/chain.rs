@@ -28,7 +28,7 @@ use super::runner::{
 };
 use super::snapshot::announcements;
 use super::validate::Validate;
-use crate::bus::{Bus, BusError, Consumer, GroupWriter, Record, TopicSpec};
+use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
 use crate::intake::ClaimSubmitted;
 use crate::store::{PreparedDecisions, Store};
 use crate::topics::Topics;
@@ -96,15 +96,9 @@ impl Stage for Chain {
         let (out, decisions) = self.decide(batch).await?;
         let handled = started.elapsed();
         self.settle().await;
-        let commit = Commit {
-            store,
-            writer: consumer.writer(),
-            topics: self.topics.clone(),
-            batch: batch.to_vec(),
-            out,
-            decisions,
-        };
+        let (writer, topics, batch) = (consumer.writer(), self.topics.clone(), batch.to_vec());
         self.committing = Some(tokio::spawn(async move {
+            let commit = Commit::new(store, writer, &topics, batch, out, decisions);
             let started = std::time::Instant::now();
             let mut attempt = 0;
             while let Err(e) = commit.run().await {
@@ -133,30 +127,85 @@ impl Stage for Chain {
 struct Commit {
     store: Store,
     writer: GroupWriter,
-    topics: Topics,
     batch: Vec<Record>,
-    out: Outputs,
+    /// The fraud state entries and dead letters, then every decision's events (on the
+    /// events topic, the last entry): all encoded before the writer is taken, as
+    /// SQLite's one writer waits for whatever runs inside the transaction.
+    outputs: Vec<(TopicSpec, Vec<Message>)>,
+    /// Per decision, how many of the events are its own, in order.
+    events_of: Vec<usize>,
     decisions: Vec<Decision>,
 }
 
 impl Commit {
+    fn new(
+        store: Store,
+        writer: GroupWriter,
+        topics: &Topics,
+        batch: Vec<Record>,
+        out: Outputs,
+        decisions: Vec<Decision>,
+    ) -> Self {
+        let all_held = vec![true; decisions.len()];
+        let events: Vec<Message> = announcements(topics, &decisions, &all_held)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        let events_of = decisions.iter().map(|d| d.events.len()).collect();
+        let mut outputs = by_topic(out);
+        outputs.push((topics.events.clone(), events));
+        Self {
+            store,
+            writer,
+            batch,
+            outputs,
+            events_of,
+            decisions,
+        }
+    }
+
     async fn run(&self) -> Result<(), StageError> {
         let prepared = PreparedDecisions::new(&self.decisions);
         // Reads first; the decisions' own rows last, as they lock the audit chain's head.
         let mut tx = self.writer.begin().await?;
         let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
-        let mut out = self.out.clone();
-        out.extend(announcements(&self.topics, &self.decisions, &check.held));
-        let outputs = by_topic(out);
+        let outputs = held_only(&self.outputs, &self.events_of, &check.held);
+        let outputs = outputs.as_deref().unwrap_or(&self.outputs);
         self.writer
-            .publish_in(&mut tx, &outputs, &self.batch)
+            .publish_in(&mut tx, outputs, &self.batch)
             .await?;
         self.store
             .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
-        self.writer.finish(tx, &outputs).await?;
+        self.writer.finish(tx, outputs).await?;
         Ok(())
     }
+}
+
+/// `outputs` (a [`Commit`]'s) without the events of decisions the store does not hold
+/// (see [`super::snapshot`]); none when it holds them all, as it does but for a
+/// redelivered batch decided again.
+fn held_only(
+    outputs: &[(TopicSpec, Vec<Message>)],
+    events_of: &[usize],
+    held: &[bool],
+) -> Option<Vec<(TopicSpec, Vec<Message>)>> {
+    if held.iter().all(|h| *h) {
+        return None;
+    }
+    let mut outputs = outputs.to_vec();
+    if let Some((_, events)) = outputs.last_mut() {
+        let mut all = std::mem::take(events).into_iter();
+        for (count, held) in events_of.iter().zip(held) {
+            let own = all.by_ref().take(*count);
+            if *held {
+                events.extend(own);
+            } else {
+                own.for_each(drop);
+            }
+        }
+    }
+    Some(outputs)
 }
 
 impl Chain {
@@ -204,4 +253,34 @@ pub async fn fusable(bus: &Bus, topics: &Topics) -> Result<bool, BusError> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(key: &str) -> Message {
+        Message {
+            key: key.into(),
+            value: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_the_events_of_held_decisions_are_published() {
+        let topics = Topics::new("", 4);
+        let outputs = vec![
+            (topics.dead_letter.clone(), vec![message("dead")]),
+            (
+                topics.events.clone(),
+                vec![message("a1"), message("b1"), message("b2"), message("c1")],
+            ),
+        ];
+        let events_of = [1, 2, 1];
+        assert_eq!(held_only(&outputs, &events_of, &[true, true, true]), None);
+        let kept = held_only(&outputs, &events_of, &[true, false, true]).unwrap();
+        let keys = |i: usize| -> Vec<&str> { kept[i].1.iter().map(|m| m.key.as_str()).collect() };
+        assert_eq!(keys(0), ["dead"], "other outputs stay");
+        assert_eq!(keys(1), ["a1", "c1"]);
+    }
 }
