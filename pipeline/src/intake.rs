@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
-use crate::store::{values_list, AuditEntry, Backend, Store, StoreError};
+use crate::store::{values_list, AuditEntry, Backend, PreparedEntry, Store, StoreError};
 
 /// The record on the intake topic: the claim as submitted and what intake decided
 /// about its context, so that processing uses the rulebook current at intake.
@@ -59,7 +59,7 @@ struct Ready {
     /// The submission as the claim's row keeps it.
     submission: String,
     message: Message,
-    entry: AuditEntry,
+    entry: PreparedEntry,
 }
 
 impl Ready {
@@ -71,7 +71,7 @@ impl Ready {
                 key: command.key(),
                 value: serde_json::to_vec(&command).map_err(encoding)?,
             },
-            entry: received_entry(&command, actor),
+            entry: received_entry(&command, actor).into(),
             command,
         })
     }
@@ -140,7 +140,7 @@ async fn accept_ready(
             inserted.remove(&(c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned()))
         })
         .collect();
-    let (messages, entries): (Vec<Message>, Vec<AuditEntry>) = ready
+    let (messages, entries): (Vec<Message>, Vec<PreparedEntry>) = ready
         .into_iter()
         .zip(&fresh)
         .filter(|(_, new)| **new)
@@ -151,6 +151,7 @@ async fn accept_ready(
         .map_err(into_store)?;
     // Last, as the audit chain's head is the last lock a transaction takes. Their
     // claims were inserted just now, so the records are new.
+    let entries: Vec<&PreparedEntry> = entries.iter().collect();
     store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     bus.wake(&topic.name);

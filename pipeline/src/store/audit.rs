@@ -96,6 +96,58 @@ pub fn hash_of(r: &AuditRecord) -> String {
     hex::encode(Sha256::digest(canonical(r).as_bytes()))
 }
 
+/// An entry with its canonical form serialised but for its place in the chain (`seq`
+/// and `prev_hash`), ahead of the transaction that appends it: the append runs while
+/// SQLite's one writer waits, and escaping a record's details was most of its work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedEntry {
+    pub entry: AuditEntry,
+    /// The canonical form up to `seq`: `[` and the tenant.
+    head: String,
+    /// From after `seq` to before `prev_hash`, with the commas around it.
+    middle: String,
+}
+
+impl From<AuditEntry> for PreparedEntry {
+    fn from(entry: AuditEntry) -> Self {
+        let head = format!("[{},", json(&entry.tenant_id));
+        let middle = format!(
+            ",{},{},{},{},{},{},{},",
+            json(&entry.audit_id),
+            entry.at,
+            json(&entry.actor),
+            json(&entry.action),
+            json(&entry.entity_type),
+            json(&entry.entity_id),
+            json(&entry.details),
+        );
+        Self {
+            entry,
+            head,
+            middle,
+        }
+    }
+}
+
+impl PreparedEntry {
+    /// The hash of the record this entry becomes at `seq` after `prev_hash`: the same as
+    /// [`hash_of`] the record.
+    fn hash_at(&self, seq: i64, prev_hash: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(self.head.as_bytes());
+        h.update(seq.to_string().as_bytes());
+        h.update(self.middle.as_bytes());
+        h.update(json(prev_hash).as_bytes());
+        h.update(b"]");
+        hex::encode(h.finalize())
+    }
+}
+
+/// A string as the canonical form writes it.
+fn json(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
 /// Where the walk of a chain found it broken.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChainBreak {
@@ -110,8 +162,10 @@ pub(crate) async fn append(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     backend: Backend,
     entries: &[AuditEntry],
-) -> Result<Vec<AuditRecord>, StoreError> {
-    append_checked(tx, backend, entries, true).await
+) -> Result<(), StoreError> {
+    let prepared: Vec<PreparedEntry> = entries.iter().cloned().map(Into::into).collect();
+    let prepared: Vec<&PreparedEntry> = prepared.iter().collect();
+    append_checked(tx, backend, &prepared, true).await
 }
 
 /// The stored `details` of those of `ids` already recorded.
@@ -140,13 +194,13 @@ pub(crate) async fn recorded_details(
 async fn append_checked(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     backend: Backend,
-    entries: &[AuditEntry],
+    entries: &[&PreparedEntry],
     check: bool,
-) -> Result<Vec<AuditRecord>, StoreError> {
+) -> Result<(), StoreError> {
     if entries.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
-    let mut known = std::collections::HashSet::new();
+    let mut known: std::collections::HashSet<String> = Default::default();
     for chunk in entries.chunks(ROWS_PER_STATEMENT).filter(|_| check) {
         let sql = format!(
             "SELECT audit_id FROM audit_records WHERE audit_id IN ({})",
@@ -154,22 +208,23 @@ async fn append_checked(
         );
         let mut q = sqlx::query_scalar::<_, String>(&sql);
         for e in chunk {
-            q = q.bind(&e.audit_id);
+            q = q.bind(&e.entry.audit_id);
         }
         known.extend(q.fetch_all(&mut **tx).await?);
     }
-    let mut by_tenant: std::collections::BTreeMap<&str, Vec<&AuditEntry>> = Default::default();
+    let mut by_tenant: std::collections::BTreeMap<&str, Vec<&PreparedEntry>> = Default::default();
+    let mut seen = std::collections::HashSet::with_capacity(entries.len());
     for e in entries {
         // An id twice in one call is recorded once.
-        if known.insert(e.audit_id.clone()) {
-            by_tenant.entry(&e.tenant_id).or_default().push(e);
+        let id = e.entry.audit_id.as_str();
+        if !known.contains(id) && seen.insert(id) {
+            by_tenant.entry(&e.entry.tenant_id).or_default().push(e);
         }
     }
     let lock = match backend {
         Backend::Postgres => " FOR UPDATE",
         Backend::Sqlite => "",
     };
-    let mut records = Vec::new();
     // BTreeMap: tenants in id order, the lock order.
     for (tenant, list) in by_tenant {
         sqlx::query(
@@ -185,46 +240,36 @@ async fn append_checked(
         .bind(tenant)
         .fetch_one(&mut **tx)
         .await?;
-        let first = records.len();
-        for e in list {
+        // Each record's place in the chain: its seq, the hash before it and its own.
+        let mut placed = Vec::with_capacity(list.len());
+        for e in &list {
             seq += 1;
-            let mut r = AuditRecord {
-                audit_id: e.audit_id.clone(),
-                tenant_id: e.tenant_id.clone(),
-                seq,
-                at: e.at,
-                actor: e.actor.clone(),
-                action: e.action.clone(),
-                entity_type: e.entity_type.clone(),
-                entity_id: e.entity_id.clone(),
-                details: e.details.clone(),
-                prev_hash: prev,
-                hash: String::new(),
-            };
-            r.hash = hash_of(&r);
-            prev = r.hash.clone();
-            records.push(r);
+            let hash = e.hash_at(seq, &prev);
+            placed.push((seq, std::mem::replace(&mut prev, hash.clone()), hash));
         }
-        for chunk in records[first..].chunks(ROWS_PER_STATEMENT) {
+        for (chunk, places) in list
+            .chunks(ROWS_PER_STATEMENT)
+            .zip(placed.chunks(ROWS_PER_STATEMENT))
+        {
             let sql = format!(
                 "INSERT INTO audit_records (audit_id, tenant_id, seq, at, actor, action, entity_type, entity_id, \
                  details, prev_hash, hash) VALUES {}",
                 values_list(backend, chunk.len(), 11)
             );
             let mut q = sqlx::query(&sql);
-            for r in chunk {
+            for (e, (seq, prev_hash, hash)) in chunk.iter().map(|e| &e.entry).zip(places) {
                 q = q
-                    .bind(&r.audit_id)
-                    .bind(&r.tenant_id)
-                    .bind(r.seq)
-                    .bind(r.at)
-                    .bind(&r.actor)
-                    .bind(&r.action)
-                    .bind(&r.entity_type)
-                    .bind(&r.entity_id)
-                    .bind(&r.details)
-                    .bind(&r.prev_hash)
-                    .bind(&r.hash);
+                    .bind(e.audit_id.as_str())
+                    .bind(e.tenant_id.as_str())
+                    .bind(*seq)
+                    .bind(e.at)
+                    .bind(e.actor.as_str())
+                    .bind(e.action.as_str())
+                    .bind(e.entity_type.as_str())
+                    .bind(e.entity_id.as_str())
+                    .bind(e.details.as_str())
+                    .bind(prev_hash.as_str())
+                    .bind(hash.as_str());
             }
             q.execute(&mut **tx).await?;
         }
@@ -235,7 +280,7 @@ async fn append_checked(
             .execute(&mut **tx)
             .await?;
     }
-    Ok(records)
+    Ok(())
 }
 
 const COLUMNS: &str =
@@ -280,11 +325,9 @@ impl Store {
     pub(crate) async fn append_new_audit_in(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        entries: &[AuditEntry],
+        entries: &[&PreparedEntry],
     ) -> Result<(), StoreError> {
-        append_checked(tx, self.backend(), entries, false)
-            .await
-            .map(|_| ())
+        append_checked(tx, self.backend(), entries, false).await
     }
 
     /// Appends entries inside the caller's transaction, as its last statement.
@@ -293,7 +336,7 @@ impl Store {
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         entries: &[AuditEntry],
     ) -> Result<(), StoreError> {
-        append(tx, self.backend(), entries).await.map(|_| ())
+        append(tx, self.backend(), entries).await
     }
 
     pub async fn audit_record(
@@ -451,6 +494,51 @@ fn walk_from(records: &[AuditRecord], prev: &str, seq0: i64) -> Result<(), Chain
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A prepared entry hashes, at its place, exactly as the record it becomes: the walk
+    /// that verifies a chain hashes the stored records.
+    #[test]
+    fn a_prepared_entry_hashes_as_its_record() {
+        let entry = AuditEntry {
+            audit_id: "aud_1".into(),
+            tenant_id: "acme \"quoted\"".into(),
+            at: -5,
+            actor: "u\u{1}ser".into(),
+            action: "claim.decided".into(),
+            entity_type: "claim".into(),
+            entity_id: "CLM-1\n".into(),
+            details: r#"{"fraud_score":0.25,"note":"é\\"}"#.into(),
+        };
+        let prev = hash_of(&AuditRecord {
+            audit_id: "aud_0".into(),
+            tenant_id: entry.tenant_id.clone(),
+            seq: 41,
+            at: 0,
+            actor: String::new(),
+            action: String::new(),
+            entity_type: String::new(),
+            entity_id: String::new(),
+            details: "{}".into(),
+            prev_hash: GENESIS.into(),
+            hash: String::new(),
+        });
+        let record = AuditRecord {
+            audit_id: entry.audit_id.clone(),
+            tenant_id: entry.tenant_id.clone(),
+            seq: 42,
+            at: entry.at,
+            actor: entry.actor.clone(),
+            action: entry.action.clone(),
+            entity_type: entry.entity_type.clone(),
+            entity_id: entry.entity_id.clone(),
+            details: entry.details.clone(),
+            prev_hash: prev.clone(),
+            hash: String::new(),
+        };
+        let prepared = PreparedEntry::from(entry);
+        assert_eq!(prepared.hash_at(42, &prev), hash_of(&record));
+        assert_ne!(prepared.hash_at(43, &prev), hash_of(&record));
+    }
 
     /// Chains already stored were hashed over a `json!` array; the canonical form must
     /// stay byte for byte what it was, or every stored chain would read as broken.

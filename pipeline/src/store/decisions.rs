@@ -5,7 +5,7 @@
 
 use schemas::claim::ClaimStatus;
 
-use super::audit::{self, AuditEntry};
+use super::audit::{self, PreparedEntry};
 use super::{values_list, Store, StoreError};
 use crate::stages::decide::Decision;
 
@@ -17,7 +17,7 @@ const ROWS_PER_STATEMENT: usize = 1000;
 #[derive(Debug)]
 pub struct PreparedDecisions<'a> {
     rows: Vec<(&'a Decision, String, Option<String>)>,
-    entries: Vec<AuditEntry>,
+    entries: Vec<PreparedEntry>,
 }
 
 impl<'a> PreparedDecisions<'a> {
@@ -30,7 +30,7 @@ impl<'a> PreparedDecisions<'a> {
                 (d, reasons, fraud)
             })
             .collect();
-        let entries = decisions.iter().map(Decision::audit_entry).collect();
+        let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
         Self { rows, entries }
     }
 }
@@ -77,7 +77,7 @@ impl Store {
         prepared: &PreparedDecisions<'_>,
     ) -> Result<DecisionCheck, StoreError> {
         let entries = &prepared.entries;
-        let ids: Vec<&str> = entries.iter().map(|e| e.audit_id.as_str()).collect();
+        let ids: Vec<&str> = entries.iter().map(|e| e.entry.audit_id.as_str()).collect();
         let mut recorded = if ids.is_empty() {
             Default::default()
         } else {
@@ -87,7 +87,7 @@ impl Store {
             held: Vec::with_capacity(entries.len()),
             fresh: Vec::new(),
         };
-        for (i, e) in entries.iter().enumerate() {
+        for (i, e) in entries.iter().map(|e| &e.entry).enumerate() {
             match recorded.get(&e.audit_id) {
                 Some(details) => check.held.push(*details == e.details),
                 None => {
@@ -180,11 +180,8 @@ impl Store {
             q.execute(&mut **tx).await?;
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
-        let fresh: Vec<AuditEntry> = check
-            .fresh
-            .iter()
-            .map(|i| prepared.entries[*i].clone())
-            .collect();
+        let fresh: Vec<&PreparedEntry> =
+            check.fresh.iter().map(|i| &prepared.entries[*i]).collect();
         self.append_new_audit_in(tx, &fresh).await
     }
 

@@ -31,7 +31,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
-pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak};
+pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
 pub use checkpoint::checkpoints;
 pub use claims::ClaimFilter;
 pub use decisions::{DecisionCheck, PreparedDecisions};
