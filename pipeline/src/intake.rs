@@ -104,33 +104,16 @@ async fn accept_ready(
             first.insert((c.tenant_id.as_str(), c.claim.claim_id.as_str()))
         })
         .collect();
-    let mut tx = store.writer().begin().await?;
+    let mut tx = match store.backend() {
+        // The write lock at once: on SQLite the transaction reads which claims are
+        // stored before it inserts (see `insert_new`), and a deferred transaction's first
+        // read would take a snapshot that another process's commit could make stale.
+        Backend::Sqlite => store.writer().begin_with("BEGIN IMMEDIATE").await?,
+        Backend::Postgres => store.writer().begin().await?,
+    };
     let mut inserted = std::collections::HashSet::new();
     for chunk in candidates.chunks(ROWS_PER_INSERT) {
-        let sql = format!(
-            "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
-             rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
-             ON CONFLICT (tenant_id, claim_id) DO NOTHING RETURNING tenant_id, claim_id",
-            values_list(store.backend(), chunk.len(), 12)
-        );
-        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
-        for r in chunk {
-            let c = &r.command;
-            q = q
-                .bind(&c.tenant_id)
-                .bind(c.claim.claim_id.as_str())
-                .bind(c.claim.member_id.as_str())
-                .bind(c.claim.provider_id.as_str())
-                .bind(c.claim.claim_amount)
-                .bind(c.claim.service_date.to_string())
-                .bind(&r.submission)
-                .bind(&c.rulebook_id)
-                .bind(c.rulebook_version)
-                .bind("received")
-                .bind(c.received_at_ms)
-                .bind(now);
-        }
-        inserted.extend(q.fetch_all(&mut *tx).await?);
+        inserted.extend(insert_new(&mut tx, store.backend(), chunk, now).await?);
     }
     // Each inserted claim is new at its first place only.
     let fresh: Vec<bool> = ready
@@ -156,6 +139,103 @@ async fn accept_ready(
     tx.commit().await?;
     bus.wake(&topic.name);
     Ok(fresh)
+}
+
+/// Inserts the claims of `chunk` not stored yet (by tenant and id), inside `tx`, and
+/// answers their tenants and ids.
+async fn insert_new(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    backend: Backend,
+    chunk: &[&Ready],
+    now: i64,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let insert = |rows: usize| {
+        format!(
+            "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
+             rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
+             ON CONFLICT (tenant_id, claim_id) DO NOTHING",
+            values_list(backend, rows, 12)
+        )
+    };
+    let key = |r: &Ready| {
+        let c = &r.command;
+        (c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned())
+    };
+    match backend {
+        // Concurrent transactions may insert the same claim: the insert itself tells
+        // which rows were its own.
+        Backend::Postgres => {
+            let sql = format!("{} RETURNING tenant_id, claim_id", insert(chunk.len()));
+            let q = chunk
+                .iter()
+                .fold(sqlx::query(&sql), |q, r| bind_claim(q, r, now));
+            let rows = q.fetch_all(&mut **tx).await?;
+            rows.iter()
+                .map(|row| Ok((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)))
+                .collect::<Result<_, sqlx::Error>>()
+                .map_err(StoreError::from)
+        }
+        // SQLite's one writer runs this transaction alone, so the claims stored already
+        // are those its own read finds, and the insert returns nothing: returned rows
+        // crossed from the store's thread one by one while the writer waited.
+        Backend::Sqlite => {
+            let sql = format!(
+                "SELECT c.tenant_id, c.claim_id FROM (VALUES {}) AS v \
+                 JOIN claims AS c ON c.tenant_id = v.column1 AND c.claim_id = v.column2",
+                values_list(backend, chunk.len(), 2)
+            );
+            let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+            for r in chunk {
+                q = q
+                    .bind(r.command.tenant_id.as_str())
+                    .bind(r.command.claim.claim_id.as_str());
+            }
+            let stored: std::collections::HashSet<(String, String)> =
+                q.fetch_all(&mut **tx).await?.into_iter().collect();
+            let new: Vec<&Ready> = chunk
+                .iter()
+                .copied()
+                .filter(|r| !stored.contains(&key(r)))
+                .collect();
+            if new.is_empty() {
+                return Ok(Vec::new());
+            }
+            let sql = insert(new.len());
+            let q = new
+                .iter()
+                .fold(sqlx::query(&sql), |q, r| bind_claim(q, r, now));
+            let added = q.execute(&mut **tx).await?.rows_affected();
+            if added != new.len() as u64 {
+                // Another writer inserted some of them after the read: the transaction
+                // must not go on as if they were new.
+                return Err(StoreError::Conflict(
+                    "claims were stored by another writer during intake; retry".into(),
+                ));
+            }
+            Ok(new.into_iter().map(key).collect())
+        }
+    }
+}
+
+/// Binds a claim's row for [`insert_new`]'s insert.
+fn bind_claim<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    r: &'q Ready,
+    now: i64,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    let c = &r.command;
+    q.bind(c.tenant_id.as_str())
+        .bind(c.claim.claim_id.as_str())
+        .bind(c.claim.member_id.as_str())
+        .bind(c.claim.provider_id.as_str())
+        .bind(c.claim.claim_amount)
+        .bind(c.claim.service_date.to_string())
+        .bind(r.submission.as_str())
+        .bind(c.rulebook_id.as_str())
+        .bind(c.rulebook_version)
+        .bind("received")
+        .bind(c.received_at_ms)
+        .bind(now)
 }
 
 /// Claims waiting for the [`Committer`]'s next transaction, at most: the batches of a

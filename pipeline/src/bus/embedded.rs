@@ -23,7 +23,7 @@ use super::record::{partition_for, Message, Record};
 use super::topic::TopicSpec;
 use super::BusError;
 use crate::clock::now_ms;
-use crate::store::{values_list, Store, StoreError};
+use crate::store::{values_list, Backend, Store, StoreError};
 
 /// How long a consumer's lease on a group's topic lasts without renewal.
 pub const LEASE: Duration = Duration::from_secs(5);
@@ -152,26 +152,9 @@ impl EmbeddedLog {
             *counts.entry(*p).or_default() += 1;
         }
         // Reserve a block of offsets in each partition touched.
-        let mut next: HashMap<u32, i64> = HashMap::new();
-        let mut touched: Vec<u32> = counts.keys().copied().collect();
+        let mut touched: Vec<(u32, i64)> = counts.into_iter().collect();
         touched.sort_unstable();
-        for p in touched {
-            let n = counts[&p];
-            let end: Option<i64> = sqlx::query_scalar(
-                "UPDATE bus_partitions SET next_offset = next_offset + $1 WHERE topic = $2 AND partition = $3 \
-                 RETURNING next_offset",
-            )
-            .bind(n)
-            .bind(&topic.name)
-            .bind(i64::from(p))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(StoreError::from)?;
-            let Some(end) = end else {
-                return Err(BusError::UnknownTopic(topic.name.clone()));
-            };
-            next.insert(p, end - n);
-        }
+        let mut next = self.reserve(tx, topic, &touched).await?;
         let mut placed = Vec::with_capacity(messages.len());
         for p in &partitions {
             let slot = next
@@ -203,6 +186,67 @@ impl EmbeddedLog {
             q.execute(&mut **tx).await.map_err(StoreError::from)?;
         }
         Ok(placed)
+    }
+
+    /// Moves each partition's next offset past `counts` records (partition, count;
+    /// sorted by partition) and answers each one's first reserved offset.
+    async fn reserve(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        topic: &TopicSpec,
+        counts: &[(u32, i64)],
+    ) -> Result<HashMap<u32, i64>, BusError> {
+        let mut next = HashMap::with_capacity(counts.len());
+        match self.store.backend() {
+            // One statement for all of them: each statement is a round trip to the
+            // store's thread while the one writer waits, and a batch touches every
+            // partition of a topic. SQLite has that one writer, so the order in which
+            // the rows are locked cannot matter.
+            Backend::Sqlite => {
+                let sql = format!(
+                    "UPDATE bus_partitions SET next_offset = bus_partitions.next_offset + v.column3 \
+                     FROM (VALUES {}) AS v \
+                     WHERE bus_partitions.topic = v.column1 AND bus_partitions.partition = v.column2 \
+                     RETURNING bus_partitions.partition, bus_partitions.next_offset",
+                    values_list(Backend::Sqlite, counts.len(), 3)
+                );
+                let mut q = sqlx::query_as::<_, (i64, i64)>(&sql);
+                for (p, n) in counts {
+                    q = q.bind(&topic.name).bind(i64::from(*p)).bind(*n);
+                }
+                let ends: HashMap<i64, i64> = q
+                    .fetch_all(&mut **tx)
+                    .await
+                    .map_err(StoreError::from)?
+                    .into_iter()
+                    .collect();
+                for (p, n) in counts {
+                    let end = ends
+                        .get(&i64::from(*p))
+                        .ok_or_else(|| BusError::UnknownTopic(topic.name.clone()))?;
+                    next.insert(*p, end - n);
+                }
+            }
+            // One partition at a time, in partition order: concurrent transactions lock
+            // the rows in one order and cannot deadlock.
+            Backend::Postgres => {
+                for (p, n) in counts {
+                    let end: Option<i64> = sqlx::query_scalar(
+                        "UPDATE bus_partitions SET next_offset = next_offset + $1 WHERE topic = $2 AND partition = $3 \
+                         RETURNING next_offset",
+                    )
+                    .bind(*n)
+                    .bind(&topic.name)
+                    .bind(i64::from(*p))
+                    .fetch_optional(&mut **tx)
+                    .await
+                    .map_err(StoreError::from)?;
+                    let end = end.ok_or_else(|| BusError::UnknownTopic(topic.name.clone()))?;
+                    next.insert(*p, end - n);
+                }
+            }
+        }
+        Ok(next)
     }
 
     /// Joins `group` on `topics`.
