@@ -104,13 +104,9 @@ async fn accept_ready(
             first.insert((c.tenant_id.as_str(), c.claim.claim_id.as_str()))
         })
         .collect();
-    let mut tx = match store.backend() {
-        // The write lock at once: on SQLite the transaction reads which claims are
-        // stored before it inserts (see `insert_new`), and a deferred transaction's first
-        // read would take a snapshot that another process's commit could make stale.
-        Backend::Sqlite => store.writer().begin_with("BEGIN IMMEDIATE").await?,
-        Backend::Postgres => store.writer().begin().await?,
-    };
+    // On SQLite the transaction reads which claims are stored before it inserts (see
+    // `insert_new`).
+    let mut tx = store.begin_write().await?;
     let mut inserted = std::collections::HashSet::new();
     for chunk in candidates.chunks(ROWS_PER_INSERT) {
         inserted.extend(insert_new(&mut tx, store.backend(), chunk, now).await?);

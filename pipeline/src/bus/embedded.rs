@@ -664,13 +664,8 @@ impl GroupWriter {
     /// A transaction on the store's writer: [`Self::publish_in`] with the caller's own
     /// rows, then [`Self::finish`].
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, BusError> {
-        Ok(self
-            .log
-            .store
-            .writer()
-            .begin()
-            .await
-            .map_err(StoreError::from)?)
+        // The chain's commit reads the decisions' audit records before it writes.
+        Ok(self.log.store.begin_write().await?)
     }
 
     /// Appends `outputs` and commits `records` inside `tx`: the batch's outputs and

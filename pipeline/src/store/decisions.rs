@@ -60,7 +60,7 @@ impl Store {
         // Everything that costs CPU happens before the transaction: SQLite has one
         // writer, and every stage and intake request waits while it is held.
         let prepared = PreparedDecisions::new(decisions);
-        let mut tx = self.writer().begin().await?;
+        let mut tx = self.begin_write().await?;
         let check = self.check_decisions_in(&mut tx, &prepared).await?;
         self.write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;

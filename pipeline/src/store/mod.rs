@@ -179,6 +179,19 @@ impl Store {
     pub(crate) fn writer(&self) -> &AnyPool {
         &self.write
     }
+
+    /// A transaction that reads before it writes. On SQLite it takes the write lock at
+    /// `BEGIN`: deferred, its first read took a snapshot that another process's commit
+    /// could make stale before its first write, which then failed
+    /// (`SQLITE_BUSY_SNAPSHOT`) instead of waiting its turn.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.write.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.write.begin().await?,
+        })
+    }
 }
 
 /// Page cache of the one writer connection. SQLite's default (2 MiB) made a large
