@@ -191,7 +191,8 @@ async fn insert_new(
             let new: Vec<&Ready> = chunk
                 .iter()
                 .copied()
-                .filter(|r| !stored.contains(&key(r)))
+                // Almost always none is stored: no key is built for the lookup then.
+                .filter(|r| stored.is_empty() || !stored.contains(&key(r)))
                 .collect();
             if new.is_empty() {
                 return Ok(Vec::new());

@@ -26,7 +26,7 @@ use super::rules::Rules;
 use super::runner::{
     backoff, by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError,
 };
-use super::snapshot::announcements;
+use super::snapshot::event_messages;
 use super::validate::Validate;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
 use crate::intake::ClaimSubmitted;
@@ -146,11 +146,7 @@ impl Commit {
         out: Outputs,
         decisions: Vec<Decision>,
     ) -> Self {
-        let all_held = vec![true; decisions.len()];
-        let events: Vec<Message> = announcements(topics, &decisions, &all_held)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect();
+        let events: Vec<Message> = decisions.iter().flat_map(event_messages).collect();
         let events_of = decisions.iter().map(|d| d.events.len()).collect();
         let mut outputs = by_topic(out);
         outputs.push((topics.events.clone(), events));

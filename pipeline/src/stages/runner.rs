@@ -195,11 +195,13 @@ pub fn encode<T: serde::Serialize>(
     key: String,
     value: &T,
 ) -> (TopicSpec, Message) {
-    (
-        topic.clone(),
-        Message {
-            key,
-            value: serde_json::to_vec(value).unwrap_or_default(),
-        },
-    )
+    (topic.clone(), message(key, value))
+}
+
+/// A value as a record's JSON, under `key`.
+pub fn message<T: serde::Serialize>(key: String, value: &T) -> Message {
+    Message {
+        key,
+        value: serde_json::to_vec(value).unwrap_or_default(),
+    }
 }

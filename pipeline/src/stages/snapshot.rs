@@ -7,8 +7,8 @@
 //! so the events always tell the decision the store holds.
 
 use super::decide::Decision;
-use super::runner::{decode_all, encode, Outputs, Stage, StageError};
-use crate::bus::{Record, TopicSpec};
+use super::runner::{decode_all, message, Outputs, Stage, StageError};
+use crate::bus::{Message, Record, TopicSpec};
 use crate::store::Store;
 use crate::topics::Topics;
 
@@ -40,12 +40,17 @@ impl Stage for Snapshot {
 /// The events of the decisions the store holds (`held`, per decision), for
 /// `claims.events`.
 pub fn announcements(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Outputs {
-    let mut out = Vec::new();
-    for (d, _) in decisions.iter().zip(held).filter(|(_, held)| **held) {
-        let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
-        for e in &d.events {
-            out.push(encode(&topics.events, key.clone(), e));
-        }
-    }
-    out
+    decisions
+        .iter()
+        .zip(held)
+        .filter(|(_, held)| **held)
+        .flat_map(|(d, _)| event_messages(d))
+        .map(|m| (topics.events.clone(), m))
+        .collect()
+}
+
+/// A decision's events as `claims.events` carries them, keyed by its claim.
+pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
+    let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+    d.events.iter().map(move |e| message(key.clone(), e))
 }

@@ -74,26 +74,30 @@ pub struct AuditRecord {
 
 /// The bytes a record's hash covers: a JSON array of its fields in a fixed order, with
 /// `details` as the stored text. JSON escaping keeps the fields apart, so no two
-/// different records share a canonical form.
+/// different records share a canonical form. Written by [`PreparedEntry`], which the
+/// append uses too, so that there is one encoding of it.
 pub fn canonical(r: &AuditRecord) -> String {
-    // A tuple serialises as that array without copying the fields into a `Value` first.
-    serde_json::to_string(&(
-        &r.tenant_id,
-        r.seq,
-        &r.audit_id,
-        r.at,
-        &r.actor,
-        &r.action,
-        &r.entity_type,
-        &r.entity_id,
-        &r.details,
-        &r.prev_hash,
-    ))
-    .unwrap_or_default()
+    PreparedEntry::from(r.entry()).canonical_at(r.seq, &r.prev_hash)
 }
 
 pub fn hash_of(r: &AuditRecord) -> String {
     hex::encode(Sha256::digest(canonical(r).as_bytes()))
+}
+
+impl AuditRecord {
+    /// The entry this record was appended from.
+    fn entry(&self) -> AuditEntry {
+        AuditEntry {
+            audit_id: self.audit_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            at: self.at,
+            actor: self.actor.clone(),
+            action: self.action.clone(),
+            entity_type: self.entity_type.clone(),
+            entity_id: self.entity_id.clone(),
+            details: self.details.clone(),
+        }
+    }
 }
 
 /// An entry with its canonical form serialised but for its place in the chain (`seq`
@@ -130,16 +134,14 @@ impl From<AuditEntry> for PreparedEntry {
 }
 
 impl PreparedEntry {
-    /// The hash of the record this entry becomes at `seq` after `prev_hash`: the same as
-    /// [`hash_of`] the record.
+    /// The canonical form of the record this entry becomes at `seq` after `prev_hash`.
+    fn canonical_at(&self, seq: i64, prev_hash: &str) -> String {
+        format!("{}{seq}{}{}]", self.head, self.middle, json(prev_hash))
+    }
+
+    /// The hash of the record this entry becomes at `seq` after `prev_hash`.
     fn hash_at(&self, seq: i64, prev_hash: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(self.head.as_bytes());
-        h.update(seq.to_string().as_bytes());
-        h.update(self.middle.as_bytes());
-        h.update(json(prev_hash).as_bytes());
-        h.update(b"]");
-        hex::encode(h.finalize())
+        hex::encode(Sha256::digest(self.canonical_at(seq, prev_hash).as_bytes()))
     }
 }
 
