@@ -11,7 +11,10 @@
 //!
 //! State (per provider: count, mean, M2 by Welford; per member: recent claim
 //! fingerprints) is kept in memory and written to compacted state topics with every
-//! batch, so it is rebuilt from them on restart and when partitions move.
+//! batch, so it is rebuilt from them on restart and when partitions move. A member's
+//! history is written a claim at a time, each under a slot key of its own (see
+//! [`Remembered`]), not rewritten whole with every claim: a busy member's record would
+//! otherwise grow to its whole remembered history, written again for each new claim.
 //!
 //! Partitions: the input is keyed by member (`ClaimInProcess::member_key`), so a
 //! member's claims all reach the one process that holds their partition, and its state
@@ -129,9 +132,77 @@ pub struct Seen {
     pub fingerprint: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A member's remembered claims.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemberState {
+    /// Oldest first, at most [`MEMBER_MEMORY`].
     pub recent: Vec<Seen>,
+    /// The position the member's next claim takes: its claims counted from 0.
+    pub next: u64,
+}
+
+impl MemberState {
+    /// Takes in a claim the member had not remembered: its record for the state topic.
+    fn remember(&mut self, member: String, seen: Seen) -> Remembered {
+        self.recent.push(seen.clone());
+        if self.recent.len() > MEMBER_MEMORY {
+            self.recent.remove(0);
+        }
+        let position = self.next;
+        self.next += 1;
+        Remembered {
+            member,
+            position,
+            seen,
+        }
+    }
+
+    /// The state from a member's records on the state topic: the whole-history record
+    /// written before version 2, if any, and the positioned ones, in any order. Ordering
+    /// by position (not by slot) keeps this right should [`MEMBER_MEMORY`] ever change.
+    pub fn rebuild(whole: Vec<Seen>, mut positioned: Vec<(u64, Seen)>) -> MemberState {
+        positioned.sort_unstable_by_key(|(p, _)| *p);
+        let next = positioned.last().map_or(whole.len() as u64, |(p, _)| p + 1);
+        let mut recent = whole;
+        recent.extend(positioned.into_iter().map(|(_, seen)| seen));
+        let old = recent.len().saturating_sub(MEMBER_MEMORY);
+        recent.drain(..old);
+        MemberState { recent, next }
+    }
+}
+
+/// A claim a member's history took in, as written to `state.fraud-members`: one record
+/// per claim under the key `tenant/member#slot`, the slot its position modulo
+/// [`MEMBER_MEMORY`], so that compaction keeps exactly the member's last claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remembered {
+    /// `tenant/member`.
+    pub member: String,
+    pub position: u64,
+    pub seen: Seen,
+}
+
+impl Remembered {
+    pub fn key(&self) -> String {
+        format!("{}#{}", self.member, self.position % MEMBER_MEMORY as u64)
+    }
+
+    pub fn record(&self) -> MemberRecord {
+        MemberRecord {
+            recent: vec![self.seen.clone()],
+            position: Some(self.position),
+        }
+    }
+}
+
+/// A value of `state.fraud-members` (`member-state.avsc`): one claim at its position,
+/// or, written before version 2 under the key `tenant/member`, the member's whole
+/// history with no position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub recent: Vec<Seen>,
+    #[serde(default)]
+    pub position: Option<u64>,
 }
 
 /// The part of a provider's statistics read from a state entry written before they
@@ -190,12 +261,12 @@ fn round4(x: f64) -> f64 {
 
 /// The pure core: scores the claim at input position `at` and updates `state`.
 /// Answers the claim with its score, and the state entries it changed: provider parts
-/// (provider, partition) and members.
+/// (provider, partition) and the claim as its member's history took it in.
 pub fn process(
     mut claim: ClaimInProcess,
     at: (u32, i64),
     state: &mut FraudState,
-) -> (ClaimInProcess, Vec<(String, u32)>, Vec<String>) {
+) -> (ClaimInProcess, Vec<(String, u32)>, Option<Remembered>) {
     let tenant = claim.tenant_id().to_owned();
     let s = &claim.submitted.claim;
     let claim_id = s.claim_id.as_str().to_owned();
@@ -280,7 +351,6 @@ pub fn process(
             .product::<f64>();
 
     let mut changed_providers = Vec::new();
-    let mut changed_members = Vec::new();
     if !redelivered {
         let part = state
             .providers
@@ -293,22 +363,51 @@ pub fn process(
         changed_providers.push((provider_key, at.0));
     }
     let member = state.members.entry(member_key.clone()).or_default();
-    if !member.recent.iter().any(|seen| seen.claim_id == claim_id) {
-        member.recent.push(Seen {
-            claim_id,
-            fingerprint: fp,
-        });
-        if member.recent.len() > MEMBER_MEMORY {
-            member.recent.remove(0);
-        }
-        changed_members.push(member_key);
-    }
+    let remembered = (!member.recent.iter().any(|seen| seen.claim_id == claim_id)).then(|| {
+        member.remember(
+            member_key,
+            Seen {
+                claim_id,
+                fingerprint: fp,
+            },
+        )
+    });
     claim.fraud = Some(FraudScore {
         fraud_score: round4(score.clamp(0.0, 1.0)),
         model_version: MODEL_VERSION.into(),
         reasons,
     });
-    (claim, changed_providers, changed_members)
+    (claim, changed_providers, remembered)
+}
+
+/// Every member's state from the latest record of each key of `state.fraud-members`.
+pub fn members_from(
+    records: impl IntoIterator<Item = (String, MemberRecord)>,
+) -> HashMap<String, MemberState> {
+    /// A member's records: the whole history of version 1, the claims of version 2.
+    #[derive(Default)]
+    struct Records {
+        whole: Vec<Seen>,
+        positioned: Vec<(u64, Seen)>,
+    }
+    let mut members: HashMap<String, Records> = HashMap::new();
+    for (key, record) in records {
+        match record.position {
+            Some(p) => {
+                // A slot key: the member is all before its last `#`.
+                let member = key.rsplit_once('#').map_or(&*key, |(m, _)| m);
+                let entry = members.entry(member.to_owned()).or_default();
+                entry
+                    .positioned
+                    .extend(record.recent.into_iter().map(|seen| (p, seen)));
+            }
+            None => members.entry(key).or_default().whole = record.recent,
+        }
+    }
+    members
+        .into_iter()
+        .map(|(k, r)| (k, MemberState::rebuild(r.whole, r.positioned)))
+        .collect()
 }
 
 #[derive(Debug)]
@@ -337,11 +436,12 @@ impl Fraud {
                     .insert(partition, v);
             }
         }
-        for r in bus.scan(&topics.fraud_members).await? {
-            if let Ok(v) = serde_json::from_slice(&r.value) {
-                state.members.insert(r.key, v);
-            }
-        }
+        state.members = members_from(
+            bus.scan(&topics.fraud_members)
+                .await?
+                .into_iter()
+                .filter_map(|r| Some((r.key, serde_json::from_slice(&r.value).ok()?))),
+        );
         tracing::info!(
             providers = state.providers.len(),
             members = state.members.len(),
@@ -411,8 +511,6 @@ impl Fraud {
         // loses the change.
         providers.sort();
         providers.dedup();
-        members.sort();
-        members.dedup();
         for (k, p) in providers {
             out.push(encode(
                 &self.topics.fraud_providers,
@@ -420,12 +518,10 @@ impl Fraud {
                 &self.state.providers[&k][&p],
             ));
         }
-        for k in members {
-            out.push(encode(
-                &self.topics.fraud_members,
-                k.clone(),
-                &self.state.members[&k],
-            ));
+        // In order: two claims of a member more than MEMBER_MEMORY apart in one batch
+        // share a slot, and the later must be the one compaction keeps.
+        for m in members {
+            out.push(encode(&self.topics.fraud_members, m.key(), &m.record()));
         }
         scored
     }
@@ -545,12 +641,12 @@ mod tests {
             );
         }
         let (first, p, m) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
-        assert_eq!((p.len(), m.len()), (1, 1));
+        assert_eq!((p.len(), m.is_some()), (1, true));
         let count = st.provider("acme/P-1").count;
         let (again, p2, m2) = process(claim("X", "MX", 55_001, &["99213"]), (1, 6), &mut st);
         assert_eq!(first.fraud, again.fraud, "same score on redelivery");
         assert_eq!(st.provider("acme/P-1").count, count, "counted once");
-        assert!(p2.is_empty() && m2.is_empty());
+        assert!(p2.is_empty() && m2.is_none());
         assert!(
             !codes(again.fraud.as_ref().unwrap()).contains(&"NEAR_DUPLICATE"),
             "not a duplicate of itself"
@@ -602,5 +698,70 @@ mod tests {
         assert_eq!(codes(later.fraud.as_ref().unwrap()), ["NEAR_DUPLICATE"]);
         let (again, _, _) = process(claim("A", "M1", 12_345, &["99213"]), (0, 0), &mut st);
         assert_eq!(first.fraud, again.fraud, "scored as the first time");
+    }
+
+    /// What compaction leaves of a member's records: the latest of each key.
+    fn compacted(written: &[Remembered]) -> Vec<(String, MemberRecord)> {
+        let mut latest = BTreeMap::new();
+        for m in written {
+            latest.insert(m.key(), m.record());
+        }
+        latest.into_iter().collect()
+    }
+
+    #[test]
+    fn a_members_history_is_written_a_claim_at_a_time_and_rebuilds_from_what_compaction_keeps() {
+        let mut st = FraudState::default();
+        let mut written = Vec::new();
+        let n = MEMBER_MEMORY * 2 + 37;
+        for i in 0..n {
+            let member = if i % 3 == 0 { "M2" } else { "M1" };
+            let c = claim(&format!("C{i}"), member, 1_000 + i as i64, &["99213"]);
+            let (_, _, m) = process(c, (0, i as i64), &mut st);
+            written.push(m.expect("a new claim is remembered"));
+        }
+        // One record per claim, holding that claim alone.
+        assert!(written.iter().all(|m| m.record().recent.len() == 1));
+        assert_eq!(written[0].key(), "acme/M2#0");
+        // The topic keeps at most MEMBER_MEMORY keys per member.
+        let kept = compacted(&written);
+        assert_eq!(kept.len(), MEMBER_MEMORY + (n / 3 + 1));
+        let rebuilt = members_from(kept);
+        assert_eq!(rebuilt, st.members);
+        let m1 = &rebuilt["acme/M1"];
+        assert_eq!(m1.recent.len(), MEMBER_MEMORY);
+        assert_eq!(m1.recent.last().unwrap().claim_id, format!("C{}", n - 1));
+        assert_eq!(m1.next, (n - n / 3 - 1) as u64);
+    }
+
+    #[test]
+    fn a_whole_history_written_before_version_2_comes_before_the_claims_after_it() {
+        let seen = |id: &str| Seen {
+            claim_id: id.into(),
+            fingerprint: "P-1|2026-01-01|99213".into(),
+        };
+        let whole = MemberRecord {
+            recent: vec![seen("OLD-1"), seen("OLD-2")],
+            position: None,
+        };
+        let mut members = members_from([("acme/M1".to_owned(), whole.clone())]);
+        assert_eq!(members["acme/M1"].next, 2);
+        let mut st = FraudState {
+            members: members.clone(),
+            ..Default::default()
+        };
+        // The old history still finds near-duplicates.
+        let (c, _, m) = process(claim("NEW", "M1", 12_345, &["99213"]), (0, 9), &mut st);
+        assert_eq!(codes(c.fraud.as_ref().unwrap()), ["NEAR_DUPLICATE"]);
+        let m = m.unwrap();
+        assert_eq!((m.key(), m.position), ("acme/M1#2".to_owned(), 2));
+        members = members_from([(m.key(), m.record()), ("acme/M1".to_owned(), whole)]);
+        assert_eq!(members, st.members);
+        let ids: Vec<&str> = members["acme/M1"]
+            .recent
+            .iter()
+            .map(|s| s.claim_id.as_str())
+            .collect();
+        assert_eq!(ids, ["OLD-1", "OLD-2", "NEW"]);
     }
 }
