@@ -4,6 +4,7 @@
 pub mod bus;
 pub mod clock;
 pub mod config_cache;
+pub mod cpu;
 pub mod intake;
 pub mod rules;
 pub mod stages;

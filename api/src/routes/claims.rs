@@ -238,45 +238,8 @@ pub async fn batch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<BatchResult>, ApiError> {
-    let items = split_batch(&headers, &body)?;
-    if items.len() > MAX_BATCH {
-        return Err(ApiError::Validation {
-            message: format!("a batch holds at most {MAX_BATCH} claims").into(),
-            field: None,
-        });
-    }
-    let rulebook = state
-        .config_cache
-        .active_rulebook(&who.tenant_id)
-        .await
-        .map_err(ApiError::internal)?;
-    let (today, now) = (Date::today_utc(), now_ms());
-    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(items.len());
-    let mut commands = Vec::new();
-    let mut slots = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, raw) in items.into_iter().enumerate() {
-        let id_hint = raw
-            .get("claim_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        let parsed = json::parse::<ClaimSubmission>(&serde_json::to_vec(&raw).unwrap_or_default());
-        let outcome = match parsed {
-            Err(e) => Err(e),
-            Ok(claim) => check(&state, &who.tenant_id, claim, &rulebook, today, now).await,
-        };
-        match outcome {
-            Err(e) => results.push(Some(item_error(id_hint, e))),
-            Ok(cmd) if !seen.insert(cmd.claim.claim_id.as_str().to_owned()) => {
-                results.push(Some(item_error(id_hint, duplicate())));
-            }
-            Ok(cmd) => {
-                results.push(None);
-                slots.push(i);
-                commands.push(cmd);
-            }
-        }
-    }
+    let (mut results, slots, commands) =
+        pipeline::cpu::heavy(check_batch(&state, &who.tenant_id, &headers, &body)).await?;
     let ids: Vec<String> = commands
         .iter()
         .map(|c| c.claim.claim_id.as_str().to_owned())
@@ -303,6 +266,58 @@ pub async fn batch(
         rejected: results.len() - accepted,
         results,
     }))
+}
+
+/// A batch body's items, each parsed and checked as single intake does: per item its
+/// error, or the slot of its command.
+type Checked = (Vec<Option<BatchItem>>, Vec<usize>, Vec<ClaimSubmitted>);
+
+async fn check_batch(
+    state: &AppState,
+    tenant_id: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Checked, ApiError> {
+    let items = split_batch(headers, body)?;
+    if items.len() > MAX_BATCH {
+        return Err(ApiError::Validation {
+            message: format!("a batch holds at most {MAX_BATCH} claims").into(),
+            field: None,
+        });
+    }
+    let rulebook = state
+        .config_cache
+        .active_rulebook(tenant_id)
+        .await
+        .map_err(ApiError::internal)?;
+    let (today, now) = (Date::today_utc(), now_ms());
+    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(items.len());
+    let mut commands = Vec::new();
+    let mut slots = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, raw) in items.into_iter().enumerate() {
+        let id_hint = raw
+            .get("claim_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let parsed = json::parse::<ClaimSubmission>(&serde_json::to_vec(&raw).unwrap_or_default());
+        let outcome = match parsed {
+            Err(e) => Err(e),
+            Ok(claim) => check(state, tenant_id, claim, &rulebook, today, now).await,
+        };
+        match outcome {
+            Err(e) => results.push(Some(item_error(id_hint, e))),
+            Ok(cmd) if !seen.insert(cmd.claim.claim_id.as_str().to_owned()) => {
+                results.push(Some(item_error(id_hint, duplicate())));
+            }
+            Ok(cmd) => {
+                results.push(None);
+                slots.push(i);
+                commands.push(cmd);
+            }
+        }
+    }
+    Ok((results, slots, commands))
 }
 
 /// The items of a batch body, each still unparsed.

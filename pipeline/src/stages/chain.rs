@@ -93,7 +93,7 @@ impl Stage for Chain {
             return handle_then_publish(self, batch, consumer).await;
         };
         let started = std::time::Instant::now();
-        let (out, decisions) = self.decide(batch).await?;
+        let (out, decisions) = crate::cpu::heavy(self.decide(batch)).await?;
         let handled = started.elapsed();
         self.settle().await;
         let (writer, topics, batch) = (consumer.writer(), self.topics.clone(), batch.to_vec());
