@@ -6,7 +6,7 @@
 use schemas::claim::ClaimStatus;
 
 use super::audit::{self, PreparedEntry};
-use super::{values_list, Store, StoreError};
+use super::{values_list, Backend, Store, StoreError};
 use crate::stages::decide::Decision;
 
 /// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
@@ -18,11 +18,30 @@ const ROWS_PER_STATEMENT: usize = 1000;
 pub struct PreparedDecisions<'a> {
     rows: Vec<(&'a Decision, String, Option<String>)>,
     entries: Vec<PreparedEntry>,
+    /// For when the store holds every decision, as it does but for a redelivered batch
+    /// decided again (see [`Statements`]): the rows to update, those that open a task,
+    /// and the statements' text.
+    updates: Vec<usize>,
+    tasks: Vec<usize>,
+    sql: Vec<String>,
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// The snapshot updates and review tasks of a batch, bound before the writer is taken
+/// on the guess that the store holds every decision; [`Store::write_checked_decisions_in`]
+/// uses them when the check bears the guess out, and writes its own otherwise.
+pub struct Statements<'q>(Vec<AnyQuery<'q>>);
+
+impl std::fmt::Debug for Statements<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Statements({} bound)", self.0.len())
+    }
 }
 
 impl<'a> PreparedDecisions<'a> {
-    pub fn new(decisions: &'a [Decision]) -> Self {
-        let rows = decisions
+    pub fn new(decisions: &'a [Decision], backend: Backend) -> Self {
+        let rows: Vec<_> = decisions
             .iter()
             .map(|d| {
                 let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
@@ -31,8 +50,133 @@ impl<'a> PreparedDecisions<'a> {
             })
             .collect();
         let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
-        Self { rows, entries }
+        let all = vec![true; rows.len()];
+        let (updates, tasks) = (updated(&rows, &all), tasks(&rows, &all));
+        let sql = updates
+            .chunks(ROWS_PER_STATEMENT)
+            .map(|c| update_sql(backend, c.len()))
+            .chain(
+                tasks
+                    .chunks(ROWS_PER_STATEMENT)
+                    .map(|c| task_sql(backend, c.len())),
+            )
+            .collect();
+        Self {
+            rows,
+            entries,
+            updates,
+            tasks,
+            sql,
+        }
     }
+
+    /// The statements for when the store holds every decision, bound.
+    pub fn statements(&self) -> Statements<'_> {
+        let chunks = self.updates.chunks(ROWS_PER_STATEMENT).map(|c| (true, c));
+        let chunks = chunks.chain(self.tasks.chunks(ROWS_PER_STATEMENT).map(|c| (false, c)));
+        Statements(
+            chunks
+                .zip(&self.sql)
+                .map(|((update, chunk), sql)| {
+                    if update {
+                        bind_updates(sqlx::query(sql), &self.rows, chunk)
+                    } else {
+                        bind_tasks(sqlx::query(sql), &self.rows, chunk)
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The rows whose snapshot a write updates: of each claim, its latest held version (an
+/// UPDATE … FROM whose source matches a row twice applies either one).
+fn updated(rows: &[(&Decision, String, Option<String>)], held: &[bool]) -> Vec<usize> {
+    let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
+        latest
+            .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
+            .and_modify(|j| {
+                if rows[*j].0.version < d.version {
+                    *j = i
+                }
+            })
+            .or_insert(i);
+    }
+    let mut updates: Vec<usize> = latest.into_values().collect();
+    updates.sort_unstable();
+    updates
+}
+
+/// The rows that open a review task: held, pending review, with a task.
+fn tasks(rows: &[(&Decision, String, Option<String>)], held: &[bool]) -> Vec<usize> {
+    (0..rows.len())
+        .filter(|i| {
+            let d = rows[*i].0;
+            held[*i] && d.status == ClaimStatus::PendingReview && d.task_id.is_some()
+        })
+        .collect()
+}
+
+fn update_sql(backend: Backend, rows: usize) -> String {
+    // VALUES columns are column1… on both backends.
+    format!(
+        "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
+         fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
+         task_id = v.column10, updated_at = v.column11, version = v.column12 \
+         FROM (VALUES {}) AS v \
+         WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
+        values_list(backend, rows, 12)
+    )
+}
+
+fn task_sql(backend: Backend, rows: usize) -> String {
+    format!(
+        "INSERT INTO review_tasks (task_id, tenant_id, claim_id, status, priority, reasons, created_at) \
+         VALUES {} ON CONFLICT DO NOTHING",
+        values_list(backend, rows, 7)
+    )
+}
+
+fn bind_updates<'q>(
+    mut q: AnyQuery<'q>,
+    rows: &'q [(&Decision, String, Option<String>)],
+    chunk: &[usize],
+) -> AnyQuery<'q> {
+    for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
+        q = q
+            .bind(&d.tenant_id)
+            .bind(&d.claim_id)
+            .bind(d.status.as_str())
+            .bind(d.outcome.as_str())
+            .bind(d.approved_amount)
+            .bind(d.fraud.as_ref().map(|f| f.fraud_score))
+            .bind(fraud)
+            .bind(&d.audit_id)
+            .bind(reasons)
+            .bind(d.task_id.as_deref())
+            .bind(d.decided_at_ms)
+            .bind(d.version);
+    }
+    q
+}
+
+fn bind_tasks<'q>(
+    mut q: AnyQuery<'q>,
+    rows: &'q [(&Decision, String, Option<String>)],
+    chunk: &[usize],
+) -> AnyQuery<'q> {
+    for (d, reasons, _) in chunk.iter().map(|i| &rows[*i]) {
+        q = q
+            .bind(d.task_id.as_deref())
+            .bind(&d.tenant_id)
+            .bind(&d.claim_id)
+            .bind("open")
+            .bind(d.priority)
+            .bind(reasons)
+            .bind(d.decided_at_ms);
+    }
+    q
 }
 
 /// What [`Store::check_decisions_in`] found: per decision, whether it is the one the
@@ -59,10 +203,11 @@ impl Store {
         }
         // Everything that costs CPU happens before the transaction: SQLite has one
         // writer, and every stage and intake request waits while it is held.
-        let prepared = PreparedDecisions::new(decisions);
+        let prepared = PreparedDecisions::new(decisions, self.backend());
+        let statements = prepared.statements();
         let mut tx = self.begin_write().await?;
         let check = self.check_decisions_in(&mut tx, &prepared).await?;
-        self.write_checked_decisions_in(&mut tx, &prepared, &check)
+        self.write_checked_decisions_in(&mut tx, &prepared, statements, &check)
             .await?;
         tx.commit().await?;
         Ok(check.held)
@@ -106,78 +251,27 @@ impl Store {
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         prepared: &PreparedDecisions<'_>,
+        statements: Statements<'_>,
         check: &DecisionCheck,
     ) -> Result<(), StoreError> {
-        let (rows, held) = (&prepared.rows, &check.held);
-        let backend = self.backend();
-        // One source row per claim, its latest held version: an UPDATE … FROM whose
-        // source matches a row twice applies either one.
-        let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
-        for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
-            latest
-                .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
-                .and_modify(|j| {
-                    if rows[*j].0.version < d.version {
-                        *j = i
-                    }
-                })
-                .or_insert(i);
-        }
-        let mut updates: Vec<usize> = latest.into_values().collect();
-        updates.sort_unstable();
-        for chunk in updates.chunks(ROWS_PER_STATEMENT) {
-            // VALUES columns are column1… on both backends.
-            let sql = format!(
-                "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
-                 fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
-                 task_id = v.column10, updated_at = v.column11, version = v.column12 \
-                 FROM (VALUES {}) AS v \
-                 WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
-                values_list(backend, chunk.len(), 12)
-            );
-            let mut q = sqlx::query(&sql);
-            for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
-                q = q
-                    .bind(&d.tenant_id)
-                    .bind(&d.claim_id)
-                    .bind(d.status.as_str())
-                    .bind(d.outcome.as_str())
-                    .bind(d.approved_amount)
-                    .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-                    .bind(fraud)
-                    .bind(&d.audit_id)
-                    .bind(reasons)
-                    .bind(d.task_id.as_deref())
-                    .bind(d.decided_at_ms)
-                    .bind(d.version);
+        if check.held.iter().all(|h| *h) {
+            for q in statements.0 {
+                q.execute(&mut **tx).await?;
             }
-            q.execute(&mut **tx).await?;
-        }
-
-        let tasks: Vec<_> = rows
-            .iter()
-            .zip(held.iter())
-            .filter(|((d, _, _), held)| **held && d.status == ClaimStatus::PendingReview)
-            .filter_map(|((d, reasons, _), _)| d.task_id.as_ref().map(|t| (t, d, reasons)))
-            .collect();
-        for chunk in tasks.chunks(ROWS_PER_STATEMENT) {
-            let sql = format!(
-                "INSERT INTO review_tasks (task_id, tenant_id, claim_id, status, priority, reasons, created_at) \
-                 VALUES {} ON CONFLICT DO NOTHING",
-                values_list(backend, chunk.len(), 7)
-            );
-            let mut q = sqlx::query(&sql);
-            for (task_id, d, reasons) in chunk {
-                q = q
-                    .bind(*task_id)
-                    .bind(&d.tenant_id)
-                    .bind(&d.claim_id)
-                    .bind("open")
-                    .bind(d.priority)
-                    .bind(*reasons)
-                    .bind(d.decided_at_ms);
+        } else {
+            let (rows, held, backend) = (&prepared.rows, &check.held, self.backend());
+            for chunk in updated(rows, held).chunks(ROWS_PER_STATEMENT) {
+                let sql = update_sql(backend, chunk.len());
+                bind_updates(sqlx::query(&sql), rows, chunk)
+                    .execute(&mut **tx)
+                    .await?;
             }
-            q.execute(&mut **tx).await?;
+            for chunk in tasks(rows, held).chunks(ROWS_PER_STATEMENT) {
+                let sql = task_sql(backend, chunk.len());
+                bind_tasks(sqlx::query(&sql), rows, chunk)
+                    .execute(&mut **tx)
+                    .await?;
+            }
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
         let fresh: Vec<&PreparedEntry> =

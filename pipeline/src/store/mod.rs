@@ -34,7 +34,7 @@ use sqlx::{AnyPool, Executor};
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
 pub use checkpoint::checkpoints;
 pub use claims::ClaimFilter;
-pub use decisions::{DecisionCheck, PreparedDecisions};
+pub use decisions::{DecisionCheck, PreparedDecisions, Statements};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 pub use keys::SigningKeyRecord;
