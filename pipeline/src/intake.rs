@@ -55,24 +55,32 @@ pub async fn accept(
 /// requests, and not while every writer waits.
 #[derive(Debug)]
 struct Ready {
+    row: Row,
+    message: Message,
+    entry: PreparedEntry,
+}
+
+/// What a claim's row is written from.
+#[derive(Debug)]
+struct Row {
     command: ClaimSubmitted,
     /// The submission as the claim's row keeps it.
     submission: String,
-    message: Message,
-    entry: PreparedEntry,
 }
 
 impl Ready {
     fn new(command: ClaimSubmitted, actor: &str) -> Result<Self, StoreError> {
         let encoding = |e: serde_json::Error| StoreError::Config(e.to_string());
         Ok(Self {
-            submission: serde_json::to_string(&command.claim).map_err(encoding)?,
             message: Message {
                 key: command.key(),
                 value: serde_json::to_vec(&command).map_err(encoding)?,
             },
             entry: received_entry(&command, actor).into(),
-            command,
+            row: Row {
+                submission: serde_json::to_string(&command.claim).map_err(encoding)?,
+                command,
+            },
         })
     }
 
@@ -96,9 +104,16 @@ async fn accept_ready(
         return Ok(Vec::new());
     }
     let now = now_ms();
+    // Taken apart before the writer is: what is left of `ready` is not dropped inside.
+    let (mut rows, mut messages, mut entries) = (Vec::new(), Vec::new(), Vec::new());
+    for r in ready {
+        rows.push(r.row);
+        messages.push(r.message);
+        entries.push(r.entry);
+    }
     // Only its first place in `ready` can make a claim new.
     let mut seen = std::collections::HashSet::new();
-    let first: Vec<bool> = ready
+    let first: Vec<bool> = rows
         .iter()
         .map(|r| {
             seen.insert((
@@ -107,7 +122,7 @@ async fn accept_ready(
             ))
         })
         .collect();
-    let candidates: Vec<&Ready> = ready
+    let candidates: Vec<&Row> = rows
         .iter()
         .zip(&first)
         .filter_map(|(r, first)| first.then_some(r))
@@ -133,12 +148,12 @@ async fn accept_ready(
         .iter()
         .map(|first| *first && inserted.next().unwrap_or(false))
         .collect();
-    let (messages, entries): (Vec<Message>, Vec<PreparedEntry>) = ready
-        .into_iter()
-        .zip(&fresh)
-        .filter(|(_, new)| **new)
-        .map(|(r, _)| (r.message, r.entry))
-        .unzip();
+    if !fresh.iter().all(|new| *new) {
+        let mut new = fresh.iter();
+        messages.retain(|_| *new.next().unwrap_or(&false));
+        let mut new = fresh.iter();
+        entries.retain(|_| *new.next().unwrap_or(&false));
+    }
     bus.append_in(&mut tx, topic, &messages)
         .await
         .map_err(into_store)?;
@@ -193,14 +208,14 @@ fn insert_sql(backend: Backend, rows: usize) -> String {
 
 /// One chunk of an intake transaction's claims, its statements bound.
 struct Insert<'q> {
-    chunk: &'q [&'q Ready],
+    chunk: &'q [&'q Row],
     read:
         Option<sqlx::query::QueryAs<'q, sqlx::Any, (String, String), sqlx::any::AnyArguments<'q>>>,
     insert: AnyQuery<'q>,
 }
 
 impl<'q> Insert<'q> {
-    fn new(sql: &'q InsertSql, chunk: &'q [&'q Ready], now: i64) -> Self {
+    fn new(sql: &'q InsertSql, chunk: &'q [&'q Row], now: i64) -> Self {
         let read = sql.read.as_deref().map(|read| {
             chunk.iter().fold(sqlx::query_as(read), |q, r| {
                 q.bind(r.command.tenant_id.as_str())
@@ -225,7 +240,7 @@ impl<'q> Insert<'q> {
         backend: Backend,
         now: i64,
     ) -> Result<Vec<bool>, StoreError> {
-        let key = |r: &Ready| {
+        let key = |r: &Row| {
             let c = &r.command;
             (c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned())
         };
@@ -281,7 +296,7 @@ impl<'q> Insert<'q> {
 }
 
 /// Binds a claim's row for an intake insert.
-fn bind_claim<'q>(q: AnyQuery<'q>, r: &'q Ready, now: i64) -> AnyQuery<'q> {
+fn bind_claim<'q>(q: AnyQuery<'q>, r: &'q Row, now: i64) -> AnyQuery<'q> {
     let c = &r.command;
     q.bind(c.tenant_id.as_str())
         .bind(c.claim.claim_id.as_str())
