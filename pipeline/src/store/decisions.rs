@@ -247,6 +247,7 @@ impl Store {
 
     /// The second half: writes the held decisions' snapshots, tasks and new audit
     /// records. It locks the audit chain's head, so it comes last in the transaction.
+    /// `statements` are `prepared`'s, bound before the transaction began.
     pub async fn write_checked_decisions_in(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
