@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
-use crate::store::{values_list, AuditEntry, Backend, PreparedEntry, Store, StoreError};
+use crate::store::{values_list, AnyQuery, AuditEntry, Backend, PreparedEntry, Store, StoreError};
 
 /// The record on the intake topic: the claim as submitted and what intake decided
 /// about its context, so that processing uses the rulebook current at intake.
@@ -165,8 +165,6 @@ async fn accept_ready(
     bus.wake(&topic.name);
     Ok(fresh)
 }
-
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// The text of one chunk's statements: on PostgreSQL an insert that returns its rows;
 /// on SQLite a read of the claims stored already, and an insert of all of them.

@@ -11,7 +11,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{placeholders, values_list, Backend, Store, StoreError};
+use super::{placeholders, values_list, AnyQuery, Backend, Store, StoreError};
 
 /// `prev_hash` of a tenant's first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -327,7 +327,7 @@ impl Store {
     /// transaction. Answers the rows changed.
     pub(crate) async fn audited<'q>(
         &self,
-        change: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        change: AnyQuery<'q>,
         entry: AuditEntry,
     ) -> Result<u64, StoreError> {
         let mut tx = self.writer().begin().await?;

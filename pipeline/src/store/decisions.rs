@@ -6,27 +6,25 @@
 use schemas::claim::ClaimStatus;
 
 use super::audit::{self, PreparedEntry};
-use super::{values_list, Backend, Store, StoreError};
+use super::{values_list, AnyQuery, Backend, Store, StoreError};
 use crate::stages::decide::Decision;
 
 /// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
+/// A decision with its reasons and fraud analysis as the snapshot stores them (JSON).
+type Row<'a> = (&'a Decision, String, Option<String>);
+
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
 /// writer is taken: their reasons and fraud analyses as JSON, and their audit entries.
 #[derive(Debug)]
 pub struct PreparedDecisions<'a> {
-    rows: Vec<(&'a Decision, String, Option<String>)>,
+    rows: Vec<Row<'a>>,
     entries: Vec<PreparedEntry>,
-    /// For when the store holds every decision, as it does but for a redelivered batch
-    /// decided again (see [`Statements`]): the rows to update, those that open a task,
-    /// and the statements' text.
-    updates: Vec<usize>,
-    tasks: Vec<usize>,
-    sql: Vec<String>,
+    /// The writes for when the store holds every decision, as it does but for a
+    /// redelivered batch decided again (see [`Statements`]).
+    all_held: Writes,
 }
-
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// The snapshot updates and review tasks of a batch, bound before the writer is taken
 /// on the guess that the store holds every decision; [`Store::write_checked_decisions_in`]
@@ -50,8 +48,53 @@ impl<'a> PreparedDecisions<'a> {
             })
             .collect();
         let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
-        let all = vec![true; rows.len()];
-        let (updates, tasks) = (updated(&rows, &all), tasks(&rows, &all));
+        let all_held = Writes::new(&rows, &vec![true; rows.len()], backend);
+        Self {
+            rows,
+            entries,
+            all_held,
+        }
+    }
+
+    /// The statements for when the store holds every decision, bound.
+    pub fn statements(&self) -> Statements<'_> {
+        Statements(self.all_held.bind(&self.rows))
+    }
+}
+
+/// Which rows of a batch a write updates and which open a review task, and the text of
+/// its statements, a chunk of rows each: updates first, then tasks.
+#[derive(Debug)]
+struct Writes {
+    updates: Vec<usize>,
+    tasks: Vec<usize>,
+    sql: Vec<String>,
+}
+
+impl Writes {
+    /// The writes of the `held` rows: of each claim its latest held version (an
+    /// UPDATE … FROM whose source matches a row twice applies either one), and the held
+    /// rows pending review with a task.
+    fn new(rows: &[Row<'_>], held: &[bool], backend: Backend) -> Self {
+        let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
+        for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
+            latest
+                .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
+                .and_modify(|j| {
+                    if rows[*j].0.version < d.version {
+                        *j = i
+                    }
+                })
+                .or_insert(i);
+        }
+        let mut updates: Vec<usize> = latest.into_values().collect();
+        updates.sort_unstable();
+        let tasks: Vec<usize> = (0..rows.len())
+            .filter(|i| {
+                let d = rows[*i].0;
+                held[*i] && d.status == ClaimStatus::PendingReview && d.task_id.is_some()
+            })
+            .collect();
         let sql = updates
             .chunks(ROWS_PER_STATEMENT)
             .map(|c| update_sql(backend, c.len()))
@@ -62,60 +105,36 @@ impl<'a> PreparedDecisions<'a> {
             )
             .collect();
         Self {
-            rows,
-            entries,
             updates,
             tasks,
             sql,
         }
     }
 
-    /// The statements for when the store holds every decision, bound.
-    pub fn statements(&self) -> Statements<'_> {
-        let chunks = self.updates.chunks(ROWS_PER_STATEMENT).map(|c| (true, c));
-        let chunks = chunks.chain(self.tasks.chunks(ROWS_PER_STATEMENT).map(|c| (false, c)));
-        Statements(
-            chunks
-                .zip(&self.sql)
-                .map(|((update, chunk), sql)| {
-                    if update {
-                        bind_updates(sqlx::query(sql), &self.rows, chunk)
-                    } else {
-                        bind_tasks(sqlx::query(sql), &self.rows, chunk)
-                    }
-                })
-                .collect(),
-        )
+    /// The statements, bound to `rows`: those the writes were planned on.
+    fn bind<'q>(&'q self, rows: &'q [Row<'q>]) -> Vec<AnyQuery<'q>> {
+        let updates = self.updates.chunks(ROWS_PER_STATEMENT);
+        let tasks = self.tasks.chunks(ROWS_PER_STATEMENT);
+        let mut sql = self.sql.iter();
+        let mut bound = Vec::with_capacity(self.sql.len());
+        for (chunk, sql) in updates.zip(sql.by_ref()) {
+            bound.push(bind_updates(sqlx::query(sql), rows, chunk));
+        }
+        for (chunk, sql) in tasks.zip(sql) {
+            bound.push(bind_tasks(sqlx::query(sql), rows, chunk));
+        }
+        bound
     }
 }
 
-/// The rows whose snapshot a write updates: of each claim, its latest held version (an
-/// UPDATE … FROM whose source matches a row twice applies either one).
-fn updated(rows: &[(&Decision, String, Option<String>)], held: &[bool]) -> Vec<usize> {
-    let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
-    for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
-        latest
-            .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
-            .and_modify(|j| {
-                if rows[*j].0.version < d.version {
-                    *j = i
-                }
-            })
-            .or_insert(i);
+async fn execute_all(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    statements: Vec<AnyQuery<'_>>,
+) -> Result<(), StoreError> {
+    for q in statements {
+        q.execute(&mut **tx).await?;
     }
-    let mut updates: Vec<usize> = latest.into_values().collect();
-    updates.sort_unstable();
-    updates
-}
-
-/// The rows that open a review task: held, pending review, with a task.
-fn tasks(rows: &[(&Decision, String, Option<String>)], held: &[bool]) -> Vec<usize> {
-    (0..rows.len())
-        .filter(|i| {
-            let d = rows[*i].0;
-            held[*i] && d.status == ClaimStatus::PendingReview && d.task_id.is_some()
-        })
-        .collect()
+    Ok(())
 }
 
 fn update_sql(backend: Backend, rows: usize) -> String {
@@ -138,11 +157,7 @@ fn task_sql(backend: Backend, rows: usize) -> String {
     )
 }
 
-fn bind_updates<'q>(
-    mut q: AnyQuery<'q>,
-    rows: &'q [(&Decision, String, Option<String>)],
-    chunk: &[usize],
-) -> AnyQuery<'q> {
+fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
     for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
         q = q
             .bind(&d.tenant_id)
@@ -161,11 +176,7 @@ fn bind_updates<'q>(
     q
 }
 
-fn bind_tasks<'q>(
-    mut q: AnyQuery<'q>,
-    rows: &'q [(&Decision, String, Option<String>)],
-    chunk: &[usize],
-) -> AnyQuery<'q> {
+fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
     for (d, reasons, _) in chunk.iter().map(|i| &rows[*i]) {
         q = q
             .bind(d.task_id.as_deref())
@@ -256,23 +267,10 @@ impl Store {
         check: &DecisionCheck,
     ) -> Result<(), StoreError> {
         if check.held.iter().all(|h| *h) {
-            for q in statements.0 {
-                q.execute(&mut **tx).await?;
-            }
+            execute_all(tx, statements.0).await?;
         } else {
-            let (rows, held, backend) = (&prepared.rows, &check.held, self.backend());
-            for chunk in updated(rows, held).chunks(ROWS_PER_STATEMENT) {
-                let sql = update_sql(backend, chunk.len());
-                bind_updates(sqlx::query(&sql), rows, chunk)
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            for chunk in tasks(rows, held).chunks(ROWS_PER_STATEMENT) {
-                let sql = task_sql(backend, chunk.len());
-                bind_tasks(sqlx::query(&sql), rows, chunk)
-                    .execute(&mut **tx)
-                    .await?;
-            }
+            let own = Writes::new(&prepared.rows, &check.held, self.backend());
+            execute_all(tx, own.bind(&prepared.rows)).await?;
         }
         // Last: the chain head is the last lock a transaction takes (see `audit`).
         let fresh: Vec<&PreparedEntry> =

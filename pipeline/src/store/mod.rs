@@ -281,6 +281,9 @@ fn with_create_mode(url: &str) -> String {
     }
 }
 
+/// A statement on either backend, with its values bound.
+pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
 /// The multi-row VALUES list for `rows` rows of `cols` values, bound in order. sqlx's
 /// `QueryBuilder` writes `?` for `Any`, which PostgreSQL refuses, so PostgreSQL gets
 /// `($1, $2), ($3, $4)`; SQLite gets plain `?`, because sqlx looks each `$n` up by name
