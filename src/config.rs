@@ -43,6 +43,17 @@ pub struct Settings {
     pub cookie_secure: bool,
     /// Largest JSON request body, bytes (`CLAIMS_MAX_BODY_BYTES`).
     pub max_body_bytes: usize,
+    /// Most HTTP connections open at once; at the cap a new connection closes the
+    /// oldest one without a request in flight. Lowered to what the open-files limit
+    /// allows (`CLAIMS_HTTP_MAX_CONNECTIONS`).
+    pub http_max_connections: usize,
+    /// Time allowed for a request's headers, counted from when the server starts
+    /// waiting for them, seconds; also how long an idle kept-alive connection stays
+    /// open (`CLAIMS_HTTP_HEADER_READ_TIMEOUT_SECS`).
+    pub http_header_read_timeout_secs: u64,
+    /// A connection with no byte moving either way for this long is closed, seconds
+    /// (`CLAIMS_HTTP_IDLE_TIMEOUT_SECS`).
+    pub http_idle_timeout_secs: u64,
     /// `text` or `json` log lines (`CLAIMS_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// Prefix of every topic name, so deployments can share a broker
@@ -124,6 +135,9 @@ impl Default for Settings {
             config_cache_ttl_ms: 1000,
             cookie_secure: true,
             max_body_bytes: 10 * 1024 * 1024,
+            http_max_connections: 10_000,
+            http_header_read_timeout_secs: 20,
+            http_idle_timeout_secs: 60,
             log_format: LogFormat::Text,
             topic_prefix: String::new(),
             partitions: 8,
@@ -280,6 +294,14 @@ impl Config {
         if s.max_body_bytes < 1024 {
             bail!("CLAIMS_MAX_BODY_BYTES must be at least 1024");
         }
+        if s.http_max_connections < 16 {
+            bail!("CLAIMS_HTTP_MAX_CONNECTIONS must be at least 16");
+        }
+        if !(1..=3600).contains(&s.http_header_read_timeout_secs)
+            || !(1..=3600).contains(&s.http_idle_timeout_secs)
+        {
+            bail!("CLAIMS_HTTP_HEADER_READ_TIMEOUT_SECS and CLAIMS_HTTP_IDLE_TIMEOUT_SECS must be from 1 to 3600");
+        }
         if s.webhook_max_in_flight == 0 || s.webhook_per_endpoint == 0 {
             bail!(
                 "CLAIMS_WEBHOOK_MAX_IN_FLIGHT and CLAIMS_WEBHOOK_PER_ENDPOINT must be at least 1"
@@ -344,6 +366,11 @@ impl Config {
                     enabled: s.rate_limit_enabled,
                     anonymous_per_minute: s.rate_limit_anonymous_per_minute,
                     processes: s.api_processes,
+                },
+                connections: api::http::connections::ConnectionSettings {
+                    max_connections: s.http_max_connections,
+                    header_read_timeout: Duration::from_secs(s.http_header_read_timeout_secs),
+                    idle_timeout: Duration::from_secs(s.http_idle_timeout_secs),
                 },
                 idempotency_enabled: s.idempotency_enabled,
                 upload_dir,

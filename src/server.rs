@@ -190,6 +190,7 @@ const LOG_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_sec
 const LOG_RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
+    raise_open_files_limit();
     let mut server = Server::build(config).await?;
     if let Some(roles) = args.stages {
         server = server.with_roles(roles);
@@ -199,6 +200,17 @@ pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(addr = %server.local_addr(), store = ?server.state().store.backend(), "Claims service listening.");
     server.run_until(shutdown_signal()).await
+}
+
+/// Raises this process's soft limit on open files to its hard limit, as servers that
+/// hold many connections do (Go's runtime does it for every program): a fresh system's
+/// soft limit of 1,024 would cap the HTTP connections far below what the machine
+/// allows. The cap on connections is then taken from the raised limit.
+pub fn raise_open_files_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "Open-files limit raised."),
+        Err(e) => tracing::warn!(error = %e, "Cannot raise the open-files limit."),
+    }
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

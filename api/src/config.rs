@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::http::connections::ConnectionSettings;
 use crate::http::rate_limit::RateLimitSettings;
 
 /// How the API behaves; built by the binary from layered configuration.
@@ -28,6 +29,8 @@ pub struct ApiConfig {
     pub webhook_allow_private: bool,
     /// Per-tenant and per-address request limits.
     pub rate_limit: RateLimitSettings,
+    /// The cap on open HTTP connections and their time-outs.
+    pub connections: ConnectionSettings,
     /// Honour `Idempotency-Key` (off only to measure what it costs).
     pub idempotency_enabled: bool,
     /// Folder of the object store that keeps uploaded files.
@@ -48,6 +51,7 @@ impl Default for ApiConfig {
             max_body_bytes: 10 * 1024 * 1024,
             webhook_allow_private: false,
             rate_limit: RateLimitSettings::default(),
+            connections: ConnectionSettings::default(),
             idempotency_enabled: true,
             upload_dir: std::path::PathBuf::from("./data/objects"),
             upload_known_bad_sha256: Vec::new(),

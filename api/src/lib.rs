@@ -50,17 +50,13 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` completes, then lets in-flight requests finish.
+/// Serves until `shutdown` completes, then lets in-flight requests finish; the
+/// connections are bounded as `http::connections` describes.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state);
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let settings = state.config.connections;
+    http::connections::serve(listener, router(state), settings, shutdown).await
 }

@@ -63,15 +63,25 @@ fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
+/// An amount in minor units: positive, and at most [`MAX_AMOUNT`] (ten billion in major
+/// units), which keeps every sum the service forms far from overflowing.
+fn check_amount(field: &str, amount: i64) -> Result<(), FieldError> {
+    if amount <= 0 {
+        return Err(bad(field, "must be a positive amount in minor units"));
+    }
+    if amount > MAX_AMOUNT {
+        return Err(bad(
+            field,
+            format!("must be at most {MAX_AMOUNT} (minor units)"),
+        ));
+    }
+    Ok(())
+}
+
 impl ClaimSubmission {
     /// The checks that need no store: ranges, sums, sizes, dates against `today`.
     pub fn validate(&self, today: Date) -> Result<(), FieldError> {
-        if self.claim_amount <= 0 || self.claim_amount > MAX_AMOUNT {
-            return Err(bad(
-                "claim_amount",
-                "must be a positive amount in minor units",
-            ));
-        }
+        check_amount("claim_amount", self.claim_amount)?;
         if self.service_date > today {
             return Err(bad("service_date", "must not be in the future"));
         }
@@ -89,12 +99,7 @@ impl ClaimSubmission {
             if !(1..=10_000).contains(&l.units) {
                 return Err(bad(format!("lines[{i}].units"), "must be from 1 to 10000"));
             }
-            if l.amount <= 0 || l.amount > MAX_AMOUNT {
-                return Err(bad(
-                    format!("lines[{i}].amount"),
-                    "must be a positive amount in minor units",
-                ));
-            }
+            check_amount(&format!("lines[{i}].amount"), l.amount)?;
             sum = sum.saturating_add(l.amount);
         }
         if !self.lines.is_empty() && sum != self.claim_amount {

@@ -90,6 +90,10 @@ async fn a_body_over_the_limit_is_413(b: Backend) {
         )
         .await;
     r.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE");
+    assert_eq!(
+        r.body["error"]["message"],
+        "the request body exceeds the limit of 4096 bytes"
+    );
     // The unread rest of the body ends the connection, and the answer says so.
     assert_eq!(r.headers["connection"], "close");
     let r = app

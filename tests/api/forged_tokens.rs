@@ -18,6 +18,8 @@ crate::both_backends!(
     an_expired_token_signed_by_another_key_is_unauthorized,
     a_genuine_signature_over_an_unknown_session_or_issuer_is_rejected,
     a_missing_or_malformed_authorization_header_is_unauthorized,
+    a_genuine_signature_naming_another_tenant_or_user_than_its_session_is_rejected,
+    a_genuine_signature_issued_in_the_future_or_living_too_long_is_rejected,
 );
 
 /// A real session's token and its claims, and the service's own key.
@@ -188,4 +190,50 @@ async fn a_missing_or_malformed_authorization_header_is_unauthorized(b: Backend)
             .await
             .assert_error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
     }
+}
+
+async fn a_genuine_signature_naming_another_tenant_or_user_than_its_session_is_rejected(
+    b: Backend,
+) {
+    let (app, token, claims, pem) = setup(b).await;
+    let kid = kid_of(&token);
+    // The control: the same claims signed again pass.
+    assert_eq!(
+        app.get("/tenant/settings", &sign_rs256(&claims, &kid, &pem))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let other = app.session("globex", "tenant:configure").await;
+    let (_, other_claims) = jwt::parts(&other.access);
+    let mut wrong_tenant = claims.clone();
+    wrong_tenant["tenant_id"] = other_claims["tenant_id"].clone();
+    rejected(&app, &sign_rs256(&wrong_tenant, &kid, &pem), "UNAUTHORIZED").await;
+    let mut wrong_user = claims.clone();
+    wrong_user["sub"] = other_claims["sub"].clone();
+    rejected(&app, &sign_rs256(&wrong_user, &kid, &pem), "UNAUTHORIZED").await;
+}
+
+async fn a_genuine_signature_issued_in_the_future_or_living_too_long_is_rejected(b: Backend) {
+    let (app, token, claims, pem) = setup(b).await;
+    let kid = kid_of(&token);
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut future = claims.clone();
+    future["iat"] = json!(now + 3600);
+    future["exp"] = json!(now + 3600 + 900);
+    rejected(&app, &sign_rs256(&future, &kid, &pem), "UNAUTHORIZED").await;
+    let mut long = claims.clone();
+    long["iat"] = json!(now);
+    long["exp"] = json!(now + 901);
+    rejected(&app, &sign_rs256(&long, &kid, &pem), "UNAUTHORIZED").await;
+    // Exactly the lifetime the service issues passes.
+    let mut exact = claims;
+    exact["iat"] = json!(now);
+    exact["exp"] = json!(now + 900);
+    assert_eq!(
+        app.get("/tenant/settings", &sign_rs256(&exact, &kid, &pem))
+            .await
+            .status,
+        StatusCode::OK
+    );
 }

@@ -13,6 +13,7 @@ mod auth_login;
 mod auth_session;
 mod claims;
 mod config_cache;
+mod connections;
 mod errors;
 mod forged_tokens;
 mod fused;

@@ -14,6 +14,7 @@ crate::all_backends!(
     a_hard_stop_blocks_a_claim,
     a_flag_rule_sends_a_claim_to_review_with_a_task,
     a_decline_rule_declines_a_claim,
+    an_adjust_rule_sets_the_amount_and_gives_its_reason,
     a_near_duplicate_is_scored_with_its_reason,
     fraud_state_is_restored_from_its_topics_after_a_restart,
     a_different_second_decision_of_a_claim_changes_and_announces_nothing,
@@ -188,6 +189,25 @@ async fn a_decline_rule_declines_a_claim(b: Backend) {
         (Some("DECLINED"), Some(0), Some("completed"))
     );
     assert_eq!(c["reasons"][0]["code"], "NOT_COVERED");
+}
+
+async fn an_adjust_rule_sets_the_amount_and_gives_its_reason(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    app.publish_rulebook(&s.access, json!([
+        {"rule_id": "never", "when": "false", "action": "adjust", "reason_code": "NEVER", "approved_amount": "1"},
+        {"rule_id": "half", "description": "half of the capped amount", "when": "claim.claim_amount > 100", "action": "adjust", "reason_code": "HALF_PRICE", "approved_amount": "claim.claim_amount / 2"}
+    ])).await;
+    submit(&app, &s, claim("CLM-A")).await;
+    let c = decided(&app, &s, "CLM-A").await;
+    assert_eq!(
+        (c["outcome"].as_str(), c["approved_amount"].as_i64()),
+        (Some("ADJUDICATED"), Some(6250))
+    );
+    assert_eq!(
+        c["reasons"],
+        json!([{"source": "rule", "code": "HALF_PRICE", "rule_id": "half", "message": "half of the capped amount"}])
+    );
 }
 
 async fn a_near_duplicate_is_scored_with_its_reason(b: Backend) {

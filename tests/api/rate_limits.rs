@@ -10,6 +10,7 @@ crate::both_backends!(
     every_response_carries_the_rate_limit_headers,
     a_tenant_over_its_limit_is_refused_and_another_tenant_is_not,
     logins_are_limited_per_client_address,
+    a_login_carrying_a_valid_token_is_still_limited_per_address,
     api_processes_share_a_tenants_limit,
 );
 
@@ -143,6 +144,45 @@ async fn logins_are_limited_per_client_address(b: Backend) {
     assert!(r.header("retry-after").is_some());
     assert_eq!(limits(&r).0, 3);
     // An authenticated caller is counted against the tenant instead.
+    let ok = app.get("/tenant/settings", &s.access).await;
+    assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(limits(&ok).0, 60_000);
+}
+
+async fn a_login_carrying_a_valid_token_is_still_limited_per_address(b: Backend) {
+    let app = TestApp::spawn_with(b, |s| s.rate_limit_anonymous_per_minute = 3).await;
+    let (email, password) = app.user("acme", ALL_SCOPES).await;
+    let s = app.login(&email, &password).await;
+    // Password guesses that carry the tenant's valid token: charged to this address's
+    // three, not to the tenant's 60,000.
+    let guess = || {
+        app.client
+            .post(app.url("/auth/login"))
+            .bearer_auth(&s.access)
+            .json(&json!({ "email": email, "password": "a guess" }))
+            .send()
+    };
+    for _ in 0..2 {
+        let r = Reply::from(guess().await.unwrap()).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(limits(&r).0, 3, "charged to the address limit");
+    }
+    let r = Reply::from(guess().await.unwrap()).await;
+    r.assert_error(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED");
+    // Refresh and logout too.
+    for path in ["/auth/refresh", "/auth/logout"] {
+        let r = Reply::from(
+            app.client
+                .post(app.url(path))
+                .bearer_auth(&s.access)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        r.assert_error(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED");
+    }
+    // The tenant's own allowance is untouched.
     let ok = app.get("/tenant/settings", &s.access).await;
     assert_eq!(ok.status, StatusCode::OK);
     assert_eq!(limits(&ok).0, 60_000);

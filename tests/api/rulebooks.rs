@@ -8,6 +8,7 @@ use crate::support::{Backend, TestApp};
 crate::both_backends!(
     a_rulebook_is_created_as_a_draft_with_the_next_version_and_published,
     an_expression_that_does_not_compile_is_refused_with_its_field,
+    a_rule_that_cannot_work_is_refused_at_create_with_its_field_and_why,
     many_simultaneous_publishes_leave_exactly_one_active_rulebook,
     rulebooks_of_another_tenant_are_invisible,
 );
@@ -126,6 +127,74 @@ async fn a_rulebook_is_created_as_a_draft_with_the_next_version_and_published(b:
     )
     .await
     .assert_error(StatusCode::NOT_FOUND, "NOT_FOUND");
+}
+
+async fn a_rule_that_cannot_work_is_refused_at_create_with_its_field_and_why(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let w = app.session("acme", "rulebooks:write rulebooks:read").await;
+    // (rule, field, expression, what the message must say)
+    let cases = [
+        (
+            0,
+            "when",
+            "claim.claim_amout > 100",
+            "no field `claim_amout`",
+        ),
+        (1, "when", "claim.claim_amount > \"100\"", "int and string"),
+        (
+            1,
+            "when",
+            "size(claim.claim_amount) > 1",
+            "`size` cannot be applied to int",
+        ),
+        (
+            2,
+            "when",
+            "claim.claim_amount + 1",
+            "must be a condition (bool)",
+        ),
+        (
+            3,
+            "approved_amount",
+            "claim.claim_amount * 0.5",
+            "int and double",
+        ),
+        (
+            3,
+            "approved_amount",
+            "double(claim.claim_amount) / 2.0",
+            "integer amount",
+        ),
+        (
+            3,
+            "approved_amount",
+            "claim.claim_amount > 1",
+            "integer amount",
+        ),
+    ];
+    for (i, field, expr, says) in cases {
+        let mut rules = sample_rules();
+        rules[i][field] = json!(expr);
+        let r = app
+            .call(
+                Method::POST,
+                "/rulebooks",
+                Some(&w.access),
+                Some(json!({"name": "Unworkable", "rules": rules})),
+            )
+            .await;
+        assert_eq!(
+            r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR")
+                .as_deref(),
+            Some(format!("rules[{i}].{field}").as_str()),
+            "{expr}"
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{expr}: {message}");
+    }
+    // Nothing was created.
+    let listed = app.get("/rulebooks", &w.access).await;
+    assert_eq!(listed.body["data"], json!([]), "{}", listed.body);
 }
 
 async fn an_expression_that_does_not_compile_is_refused_with_its_field(b: Backend) {

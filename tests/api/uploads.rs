@@ -297,6 +297,28 @@ async fn bad_requests_are_refused_and_tenants_are_isolated(b: Backend) {
         .await
         .assert_error(StatusCode::BAD_REQUEST, "BAD_REQUEST");
     assert_eq!(field.as_deref(), Some("file"));
+    // A media type longer than any real one.
+    let long_type = format!("application/{}", "x".repeat(300));
+    let field = upload(&app, &s.access, "CLM-1", "a.txt", &long_type, b"x")
+        .await
+        .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR");
+    assert_eq!(field.as_deref(), Some("file"));
     let listed = app.get("/claims/CLM-1/uploads", &s.access).await;
     assert!(listed.body["data"].as_array().unwrap().is_empty());
+
+    // A name that a right-to-left override would show as `invoiceexe.pdf` is kept
+    // without the override.
+    let disguised = upload(
+        &app,
+        &s.access,
+        "CLM-1",
+        "invoice\u{202E}fdp.exe",
+        "text/plain",
+        b"x",
+    )
+    .await;
+    assert_eq!(disguised.status, StatusCode::ACCEPTED, "{}", disguised.body);
+    let id = disguised.body["upload_id"].as_str().unwrap();
+    let stored = app.get(&format!("/uploads/{id}"), &s.access).await;
+    assert_eq!(stored.body["filename"], "invoicefdp.exe");
 }

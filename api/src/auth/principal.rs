@@ -41,13 +41,21 @@ impl FromRequestParts<AppState> for Principal {
 
 /// Verifies a bearer token and its session.
 pub async fn authenticate(state: &AppState, raw: &str) -> Result<Principal, ApiError> {
-    let claims = token::verify(&state.keys, &state.config.issuer, raw)
-        .await
-        .map_err(|e| match e {
-            VerifyError::Expired => ApiError::TokenExpired,
-            VerifyError::Invalid => ApiError::Unauthorized,
-        })?;
-    if !state.sessions.is_live(&claims.sid).await? {
+    let claims = token::verify(
+        &state.keys,
+        &state.config.issuer,
+        state.config.access_token_ttl,
+        raw,
+    )
+    .await
+    .map_err(|e| match e {
+        VerifyError::Expired => ApiError::TokenExpired,
+        VerifyError::Invalid => ApiError::Unauthorized,
+    })?;
+    // The token must name the session's own tenant and user: a token is only as good
+    // as the session it was issued for (RFC 8725, 3.8: validate every claim).
+    let session = state.sessions.live(&claims.sid).await?;
+    if !session.is_some_and(|s| s.tenant_id == claims.tenant_id && s.user_id == claims.sub) {
         return Err(ApiError::Unauthorized);
     }
     let scopes =

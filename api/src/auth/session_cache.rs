@@ -28,8 +28,9 @@ impl SessionCache {
         }
     }
 
-    /// Whether the session may be used now.
-    pub async fn is_live(&self, session_id: &str) -> Result<bool, ApiError> {
+    /// The session when it may be used now; `None` when it is unknown, revoked or
+    /// expired.
+    pub async fn live(&self, session_id: &str) -> Result<Option<SessionState>, ApiError> {
         let store = &self.store;
         let state = self
             .cache
@@ -39,7 +40,7 @@ impl SessionCache {
             )
             .await
             .map_err(|e| ApiError::Internal(Box::new(ArcError(e))))?;
-        Ok(state.is_some_and(|s| s.is_live(now_ms())))
+        Ok(state.filter(|s| s.is_live(now_ms())))
     }
 
     /// Drops what is remembered of a session, after it was revoked here.

@@ -1,7 +1,11 @@
 //! Access tokens: RS256 JWTs with the contract's claims (`iss sub tenant_id scope sid
 //! iat exp jti`) and the signing key's `kid` in the header. Verification accepts only
 //! RS256 with a registered key; the signature is checked before any claim, so an
-//! expired token is reported as expired only when it is genuinely ours.
+//! expired token is reported as expired only when it is genuinely ours. As RFC 8725
+//! advises, every claim is checked, not only the signature: a token issued in the
+//! future, or living longer than the service issues tokens for, is refused even when
+//! signed with our key (a leaked key or a bug elsewhere must not mint long-lived
+//! tokens).
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Header, Validation};
@@ -42,9 +46,14 @@ pub fn sign(keys: &KeyRing, claims: &AccessClaims) -> Result<String, SignError> 
     Ok(jsonwebtoken::encode(&header, claims, keys.encoding_key())?)
 }
 
+/// How far ahead of this process's clock a token's `iat` may be: the processes that
+/// issue and check tokens run on clocks that agree only this closely.
+pub const CLOCK_SKEW_SECS: i64 = 5;
+
 pub async fn verify(
     keys: &KeyRing,
     issuer: &str,
+    max_lifetime: std::time::Duration,
     token: &str,
 ) -> Result<AccessClaims, VerifyError> {
     // decode_header refuses `alg: none` and anything it cannot parse.
@@ -59,9 +68,17 @@ pub async fn verify(
     validation.validate_aud = false;
     validation.set_issuer(&[issuer]);
     validation.set_required_spec_claims(&["exp", "iat", "iss", "sub"]);
-    match jsonwebtoken::decode::<AccessClaims>(token, &key, &validation) {
-        Ok(data) => Ok(data.claims),
-        Err(e) if matches!(e.kind(), ErrorKind::ExpiredSignature) => Err(VerifyError::Expired),
-        Err(_) => Err(VerifyError::Invalid),
+    let claims = match jsonwebtoken::decode::<AccessClaims>(token, &key, &validation) {
+        Ok(data) => data.claims,
+        Err(e) if matches!(e.kind(), ErrorKind::ExpiredSignature) => {
+            return Err(VerifyError::Expired)
+        }
+        Err(_) => return Err(VerifyError::Invalid),
+    };
+    let now = jsonwebtoken::get_current_timestamp() as i64;
+    let lifetime = i64::try_from(max_lifetime.as_secs()).unwrap_or(i64::MAX);
+    if claims.iat > now + CLOCK_SKEW_SECS || claims.exp.saturating_sub(claims.iat) > lifetime {
+        return Err(VerifyError::Invalid);
     }
+    Ok(claims)
 }

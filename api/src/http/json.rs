@@ -5,7 +5,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::ApiError;
+use crate::state::AppState;
 
 /// A JSON request body (as extractor) or response body (as response).
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,6 +23,7 @@ impl<T, S> FromRequest<S> for Json<T>
 where
     T: DeserializeOwned,
     S: Send + Sync,
+    AppState: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -45,6 +47,7 @@ impl<T, S> FromRequest<S> for OptionalJson<T>
 where
     T: DeserializeOwned,
     S: Send + Sync,
+    AppState: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -82,12 +85,18 @@ fn is_json(headers: &HeaderMap) -> bool {
         .unwrap_or(false)
 }
 
-async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError>
+where
+    AppState: FromRef<S>,
+{
     Bytes::from_request(req, state).await.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(inner)
             if inner.status() == StatusCode::PAYLOAD_TOO_LARGE =>
         {
-            ApiError::PayloadTooLarge { limit: 0 }
+            // The router's `DefaultBodyLimit` is this setting.
+            ApiError::PayloadTooLarge {
+                limit: AppState::from_ref(state).config.max_body_bytes,
+            }
         }
         _ => ApiError::bad_request("the request body could not be read"),
     })
@@ -125,6 +134,16 @@ fn classify(e: &serde_path_to_error::Error<serde_json::Error>) -> ApiError {
                     message: strip_position(&text).into(),
                     field: None,
                 },
+            }
+        }
+        // `1e400` is well-formed JSON whose value no field here can hold: the field is
+        // present but invalid, like any other value out of its range.
+        serde_json::error::Category::Syntax
+            if inner.to_string().starts_with("number out of range") =>
+        {
+            ApiError::Validation {
+                message: "the number is out of range".into(),
+                field: path,
             }
         }
         _ => ApiError::bad_request(format!(
@@ -192,6 +211,18 @@ mod tests {
         );
         let e = parse::<Body>(br#"{"lines":[]}"#).unwrap_err();
         assert_eq!(field_of(e), (StatusCode::BAD_REQUEST, Some("name".into())));
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_422_naming_the_field() {
+        let e = parse::<Body>(br#"{"name":"x","lines":[{"amount":1e400}]}"#).unwrap_err();
+        assert_eq!(
+            field_of(e),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("lines[0].amount".into())
+            )
+        );
     }
 
     #[test]

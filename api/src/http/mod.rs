@@ -1,5 +1,6 @@
 //! What every request passes through, whatever its route.
 
+pub mod connections;
 pub mod error;
 pub mod fallback;
 pub mod idempotency;

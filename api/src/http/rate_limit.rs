@@ -1,5 +1,8 @@
 //! Rate limiting (spec: Limits; contract: Conventions): per tenant once a request is
 //! authenticated, per client address before (so that login cannot be brute-forced).
+//! Login, refresh and logout are always limited per client address, whatever token
+//! rides along: charged to a tenant's large allowance, a client holding any valid
+//! token could guess passwords far past the per-address bound.
 //!
 //! - GCRA through `governor`, in memory: the check costs no store round trip. A tenant's
 //!   allowance is `rate_limit_per_minute` with a burst of the same size, replenished
@@ -206,6 +209,7 @@ impl Verdict {
 /// the tenant's; the handlers' extractors reuse the principal it leaves on the request.
 pub async fn rate_limit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let principal = match bearer_token(req.headers()) {
+        Some(_) if is_credential_route(req.uri().path()) => None,
         Some(raw) => authenticate(&state, raw).await.ok(),
         None => None,
     };
@@ -239,9 +243,28 @@ pub async fn rate_limit(State(state): State<AppState>, mut req: Request, next: N
     res
 }
 
+/// The routes that check credentials themselves (login, refresh, logout): limited per
+/// client address even when a bearer token is present.
+fn is_credential_route(path: &str) -> bool {
+    path.starts_with("/api/v1/auth/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_credential_routes_are_the_auth_routes() {
+        for p in [
+            "/api/v1/auth/login",
+            "/api/v1/auth/refresh",
+            "/api/v1/auth/logout",
+        ] {
+            assert!(is_credential_route(p), "{p}");
+        }
+        assert!(!is_credential_route("/api/v1/claims/intake"));
+        assert!(!is_credential_route("/api/v1/authx"));
+    }
 
     fn limits(processes: u32) -> RateLimits {
         RateLimits::new(RateLimitSettings {

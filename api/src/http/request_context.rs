@@ -76,8 +76,8 @@ pub async fn request_context(
         res.headers_mut().insert(X_REQUEST_ID.clone(), v);
     }
     state.metrics.observe(
-        route.as_deref().unwrap_or("unmatched"),
-        method.as_str(),
+        route.as_deref(),
+        &method,
         status.as_u16(),
         started.elapsed(),
     );

@@ -29,6 +29,9 @@ use crate::state::AppState;
 
 /// The longest file name kept; longer ones are cut.
 const MAX_FILENAME_CHARS: usize = 255;
+/// The longest media type stored: RFC 6838 allows 127 characters for each of its two
+/// names.
+const MAX_CONTENT_TYPE_CHARS: usize = 255;
 /// Room for the multipart framing around the file.
 const MULTIPART_OVERHEAD: u64 = 64 * 1024;
 
@@ -217,6 +220,14 @@ async fn receive(
             .content_type()
             .map(|m| m.essence_str().to_owned())
             .unwrap_or_else(|| "application/octet-stream".into());
+        if content_type.len() > MAX_CONTENT_TYPE_CHARS {
+            return Err(ApiError::validation(
+                "file",
+                format!(
+                    "the file's Content-Type must be at most {MAX_CONTENT_TYPE_CHARS} characters"
+                ),
+            ));
+        }
         let mut staged = state.objects.stage().await.map_err(ApiError::internal)?;
         let mut screen = Screen::default();
         let copied: Result<(), ApiError> = async {
@@ -244,7 +255,9 @@ async fn receive(
     }
 }
 
-/// The file name as given, without any path, control characters, or excess length.
+/// The file name as given, without any path, control characters, characters that
+/// reorder or hide text (bidirectional overrides and isolates, zero-width characters:
+/// `invoice\u{202E}fdp.exe` would show as `invoiceexe.pdf`), or excess length.
 fn clean_filename(name: Option<&str>) -> String {
     let base = name
         .unwrap_or_default()
@@ -253,7 +266,7 @@ fn clean_filename(name: Option<&str>) -> String {
         .unwrap_or_default();
     let clean: String = base
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|c| !c.is_control() && !is_invisible_format(*c))
         .take(MAX_FILENAME_CHARS)
         .collect();
     if clean.trim().is_empty() {
@@ -261,6 +274,13 @@ fn clean_filename(name: Option<&str>) -> String {
     } else {
         clean
     }
+}
+
+/// Unicode format characters that change how the text around them is shown.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// An upload with its scan verdict and extraction.
@@ -309,6 +329,14 @@ mod tests {
         assert_eq!(clean_filename(Some("C:\\docs\\bill.pdf")), "bill.pdf");
         assert_eq!(clean_filename(Some("a\u{0}b\nc.png")), "abc.png");
         assert_eq!(clean_filename(None), "upload");
+        assert_eq!(
+            clean_filename(Some("invoice\u{202E}fdp.exe")),
+            "invoicefdp.exe"
+        );
+        assert_eq!(
+            clean_filename(Some("a\u{2066}b\u{200B}c\u{FEFF}.pdf")),
+            "abc.pdf"
+        );
         assert_eq!(clean_filename(Some("x".repeat(300).as_str())).len(), 255);
     }
 }

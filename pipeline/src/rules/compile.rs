@@ -1,6 +1,6 @@
-//! Compiling a rulebook: every `when` and `approved_amount` expression is parsed and
-//! checked once, when the rulebook is created; a failure names the field
-//! (`rules[1].when`). The result is immutable and shared by every evaluation.
+//! Compiling a rulebook: every `when` and `approved_amount` expression is parsed,
+//! analysed and type-checked once, when the rulebook is created; a failure names the
+//! field (`rules[1].when`). The result is immutable and shared by every evaluation.
 
 use std::collections::HashSet;
 
@@ -10,6 +10,7 @@ use schemas::ClientId;
 
 use super::analysis::Analysis;
 use super::plan::BoolPlan;
+use super::types::{self, Expected};
 
 /// The longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 4096;
@@ -104,11 +105,13 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
                 "must be at most 1000 characters".into(),
             ));
         }
-        let when = expression(&rule.when, &mut names).map_err(|m| fail("when", m))?;
+        let when =
+            expression(&rule.when, Expected::Bool, &mut names).map_err(|m| fail("when", m))?;
         let amount = match (rule.action, &rule.approved_amount) {
-            (RuleAction::Adjust, Some(src)) => {
-                Some(expression(src, &mut names).map_err(|m| fail("approved_amount", m))?)
-            }
+            (RuleAction::Adjust, Some(src)) => Some(
+                expression(src, Expected::Int, &mut names)
+                    .map_err(|m| fail("approved_amount", m))?,
+            ),
             (RuleAction::Adjust, None) => {
                 return Err(fail(
                     "approved_amount",
@@ -142,6 +145,7 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
 
 fn expression(
     src: &str,
+    expected: Expected,
     names: &mut std::collections::BTreeSet<String>,
 ) -> Result<Program, String> {
     if src.trim().is_empty() {
@@ -156,6 +160,7 @@ fn expression(
     if let Some(problem) = analysis.problem() {
         return Err(problem);
     }
+    types::check(program.expression(), expected)?;
     names.extend(analysis.names);
     Ok(program)
 }

@@ -64,6 +64,10 @@ pub struct Evaluation {
     pub flags: Vec<RuleHit>,
     /// Rules whose expressions failed; they flag the claim too.
     pub errors: Vec<RuleHit>,
+    /// Adjust rules that matched and gave an amount, in rulebook order: the last one's
+    /// amount applies, and each contributes its reason code.
+    #[serde(default)]
+    pub adjusts: Vec<RuleHit>,
     /// The claim amount after fee-schedule caps, then the last matching adjust rule,
     /// never above the claim amount nor below zero.
     pub approved_amount: i64,
@@ -121,6 +125,7 @@ impl CompiledRulebook {
                         Some(Ok(Some(a))) => {
                             let clamped = a.clamp(0, input.claim.claim_amount);
                             ev.approved_amount = clamped;
+                            ev.adjusts.push(hit(r));
                             ev.trace.push(entry(
                                 r,
                                 true,

@@ -15,6 +15,7 @@ pub mod evaluate;
 mod facts;
 pub mod input;
 mod plan;
+pub mod types;
 
 pub use cache::RulebookCache;
 pub use compile::{compile, CompileError, CompiledRulebook};

@@ -56,11 +56,11 @@ const NOT_PLANNED: &[&str] = &[
     "claim.metadata['channel'] == 'edi'",             // metadata
     "has(provider.npi)",                              // a presence test
     "claim.claim_amount > 0 ? true : false",          // a ternary
-    "claim.claim_amount == '5'",                      // mixed types
+    "dyn(claim.claim_amount) == '5'",                 // mixed types
     "size(claim.claim_id) > 3",                       // size of a string
     "claim.lines.exists_one(l, l.units > 1)",         // exists_one
     "claim.lines.map(l, l.amount).exists(a, a > 10)", // map
-    "claim.lines.exists(l, l.modifier == 'x')",       // no such line field
+    "claim.lines.exists(l, dyn(l).modifier == 'x')",  // no such line field
     "claim.diagnosis_codes[0] == 'E11.9'",            // indexing
     "contract.fee_schedule['99213'] > 100",           // the fee schedule
     "claim.claim_id.matches('^CLM')",                 // regular expressions

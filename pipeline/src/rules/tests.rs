@@ -181,7 +181,12 @@ fn the_last_matching_adjust_rule_wins_and_is_clamped_to_the_claim_amount() {
     assert_eq!(book.evaluate(&sample()).approved_amount, 50_000);
     let book = compile(&[adjust("neg", "true", "-5")]).unwrap();
     assert_eq!(book.evaluate(&sample()).approved_amount, 0);
-    let book = compile(&[adjust("frac", "true", "double(claim.claim_amount) * 0.333")]).unwrap();
+    let book = compile(&[adjust(
+        "frac",
+        "true",
+        "int(double(claim.claim_amount) * 0.333)",
+    )])
+    .unwrap();
     assert_eq!(book.evaluate(&sample()).approved_amount, 16_650);
 }
 
@@ -218,7 +223,8 @@ fn a_rule_that_fails_at_evaluation_is_reported_and_flags_without_stopping_the_re
             "claim.metadata.nonexistent == 'x'",
             RuleAction::Block,
         ),
-        rule("type", "claim.claim_amount", RuleAction::Block),
+        // `metadata` values are typed only at evaluation: this one is a string.
+        rule("type", "claim.metadata.channel", RuleAction::Block),
         rule(
             "zero",
             "claim.claim_amount / (member_history.claims_last_24h - 3) > 0",
@@ -238,7 +244,7 @@ fn a_rule_that_fails_at_evaluation_is_reported_and_flags_without_stopping_the_re
         "{:?}",
         ev.trace[0]
     );
-    assert_eq!(ev.trace[1].detail, "when must give a bool, gave an int");
+    assert_eq!(ev.trace[1].detail, "when must give a bool, gave a string");
     assert_eq!(ev.flags.len(), 1);
     assert!(ev.trace[3].matched && !ev.trace[3].error);
 }

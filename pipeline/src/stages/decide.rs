@@ -140,7 +140,14 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
     } else {
         let ev = claim.rules.clone().unwrap_or_default();
         let fraud_flag = fraud_score >= settings.fraud_flag_threshold;
-        for h in ev.blocks.iter().chain(&ev.declines).chain(&ev.flags) {
+        // Every matching rule contributes its reason code (contract: Claims).
+        for h in ev
+            .blocks
+            .iter()
+            .chain(&ev.declines)
+            .chain(&ev.flags)
+            .chain(&ev.adjusts)
+        {
             reasons.push(rule_reason(h, &h.reason_code));
         }
         for h in &ev.errors {

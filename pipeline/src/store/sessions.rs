@@ -18,9 +18,11 @@ pub struct NewSession<'a> {
     pub refresh_token_hash: &'a str,
 }
 
-/// Whether a session may still be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whose a session is, and whether it may still be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionState {
+    pub tenant_id: String,
+    pub user_id: String,
     pub revoked: bool,
     pub expires_at: i64,
 }
@@ -182,16 +184,20 @@ impl Store {
         &self,
         session_id: &str,
     ) -> Result<Option<SessionState>, StoreError> {
-        let row = sqlx::query_as::<_, (Option<i64>, i64)>(
-            "SELECT revoked_at, expires_at FROM sessions WHERE session_id = $1",
+        let row = sqlx::query_as::<_, (String, String, Option<i64>, i64)>(
+            "SELECT tenant_id, user_id, revoked_at, expires_at FROM sessions WHERE session_id = $1",
         )
         .bind(session_id)
         .fetch_optional(self.reader())
         .await?;
-        Ok(row.map(|(revoked_at, expires_at)| SessionState {
-            revoked: revoked_at.is_some(),
-            expires_at,
-        }))
+        Ok(row.map(
+            |(tenant_id, user_id, revoked_at, expires_at)| SessionState {
+                tenant_id,
+                user_id,
+                revoked: revoked_at.is_some(),
+                expires_at,
+            },
+        ))
     }
 }
 
