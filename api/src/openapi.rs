@@ -6,12 +6,14 @@
 //! responses of authentication and of the server) are added here once, by
 //! [`apply_conventions`], rather than repeated on every handler.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{AllOf, ArrayItems, Object, Schema};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{
-    ContentBuilder, HeaderBuilder, ObjectBuilder, OpenApi as Doc, Ref, ResponseBuilder, Type,
+    ContentBuilder, HeaderBuilder, ObjectBuilder, OpenApi as Doc, Ref, RefOr, ResponseBuilder, Type,
 };
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -130,6 +132,8 @@ pub fn document_json() -> &'static str {
 /// headers on every response, and the error responses any operation can give.
 pub fn apply_conventions(doc: &mut Doc) {
     let components = doc.components.get_or_insert_with(Default::default);
+    flatten_closed_all_of(&mut components.schemas);
+    describe_rule_variables(&mut components.schemas);
     components.add_security_scheme(
         "bearer",
         SecurityScheme::Http(
@@ -163,28 +167,87 @@ pub fn apply_conventions(doc: &mut Doc) {
                         .name("Idempotency-Key")
                         .parameter_in(ParameterIn::Header)
                         .description(Some("1-255 characters. A repeat with the same body within 24 hours replays the first response with `Idempotent-Replayed: true`; another body is 422 (field `Idempotency-Key`); a repeat while the first runs is 409 with `Retry-After`"))
-                        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                        .schema(Some(
+                            ObjectBuilder::new()
+                                .schema_type(Type::String)
+                                .min_length(Some(1))
+                                .max_length(Some(255))
+                                .pattern(Some("^[ -~]+$")),
+                        ))
                         .build(),
                 );
+                let responses = &mut op.responses.responses;
+                responses.entry("409".into()).or_insert_with(|| {
+                    error_response("`CONFLICT`: a request with this `Idempotency-Key` is still running (see `Retry-After`), or the operation's own conflict").into()
+                });
+                responses.entry("422".into()).or_insert_with(|| {
+                    error_response("`VALIDATION_ERROR`: a field or parameter is invalid (`field` names it), such as an `Idempotency-Key` reused with another body").into()
+                });
             }
         }
     }
 }
 
+fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+}
+
 fn apply_to_operation(op: &mut Operation) {
     let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
-    let error = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build()
-    };
+    let error = error_response;
+    let has_body = op.request_body.is_some();
+    let has_query = op
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| p.parameter_in == ParameterIn::Query);
+    for p in op.parameters.iter_mut().flatten() {
+        if p.parameter_in == ParameterIn::Query && p.name == "limit" {
+            p.schema = Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1))
+                    .maximum(Some(500))
+                    .default(Some(50.into()))
+                    .into(),
+            );
+        }
+        if p.parameter_in == ParameterIn::Path && p.name.ends_with("_id") {
+            p.schema = Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(64))
+                    .pattern(Some(schemas::CLIENT_ID_PATTERN))
+                    .into(),
+            );
+        }
+    }
     let responses = &mut op.responses.responses;
+    if has_body {
+        responses.entry("400".into()).or_insert_with(|| {
+            error("`BAD_REQUEST`: malformed body, wrong content type, or a required field missing (`field` names it)").into()
+        });
+        responses
+            .entry("413".into())
+            .or_insert_with(|| error("`PAYLOAD_TOO_LARGE`: the body is over the limit").into());
+    }
+    if has_body || has_query {
+        responses.entry("422".into()).or_insert_with(|| {
+            error(
+                "`VALIDATION_ERROR`: a field or parameter is present but invalid; `field` names it",
+            )
+            .into()
+        });
+    }
     if secured {
         responses
             .entry("401".into())
@@ -244,3 +307,92 @@ const RESPONSE_HEADERS: &[(&str, &str)] = &[
         "Unix seconds: when the whole allowance is back, or, with none remaining, when the next request is allowed",
     ),
 ];
+
+/// A schema that serde's `flatten` built as `allOf` of a closed object (one with
+/// `additionalProperties: false`, from `deny_unknown_fields`) and more properties can
+/// match nothing: the closed part refuses the other part's properties. Every `allOf`
+/// of objects, named or nested (a page's items), therefore becomes one object with
+/// the properties and required fields of all its parts.
+fn flatten_closed_all_of(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
+    let snapshot = schemas.clone();
+    for schema in schemas.values_mut() {
+        flatten_in(schema, &snapshot);
+    }
+}
+
+fn flatten_in(schema: &mut RefOr<Schema>, named: &BTreeMap<String, RefOr<Schema>>) {
+    let RefOr::T(inner) = schema else {
+        return;
+    };
+    match inner {
+        Schema::AllOf(all_of) => {
+            if let Some(merged) = merged_all_of(all_of, named) {
+                *schema = RefOr::T(Schema::Object(merged));
+            }
+        }
+        Schema::Object(object) => {
+            for property in object.properties.values_mut() {
+                flatten_in(property, named);
+            }
+        }
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                flatten_in(items, named);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn merged_all_of(all_of: &AllOf, named: &BTreeMap<String, RefOr<Schema>>) -> Option<Object> {
+    let mut merged = Object::new();
+    for part in &all_of.items {
+        let resolved = match part {
+            RefOr::Ref(r) => named.get(r.ref_location.rsplit('/').next()?)?,
+            inline => inline,
+        };
+        let RefOr::T(Schema::Object(object)) = resolved else {
+            return None;
+        };
+        merged.properties.extend(object.properties.clone());
+        merged.required.extend(object.required.iter().cloned());
+    }
+    merged.schema_type = Type::Object.into();
+    merged.description = all_of.description.clone();
+    Some(merged)
+}
+
+/// The variables a rule's CEL expressions see, with their fields' types, in the
+/// description of `Rule.when`: taken from the type check itself, so that the document
+/// and the check cannot disagree.
+fn describe_rule_variables(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
+    use pipeline::rules::types::{LINE, VARIABLES};
+    let Some(RefOr::T(Schema::Object(rule))) = schemas.get_mut("Rule") else {
+        return;
+    };
+    let mut text = String::from(
+        "CEL expression; the rule matches when it is `true`. It is type-checked when the \
+         rulebook is created: an unknown field, mixed types or a result that is not a bool \
+         is refused with 422 and `field` `rules[i].when`. The variables and their fields:",
+    );
+    for record in VARIABLES.iter().chain([&&LINE]) {
+        let fields: Vec<String> = record
+            .fields
+            .iter()
+            .map(|(name, ty)| format!("`{name}` ({})", ty.describe()))
+            .collect();
+        let what = if record.name == "line" {
+            "each element of `claim.lines`"
+        } else {
+            "variable"
+        };
+        text.push_str(&format!(
+            "\n- `{}` ({what}): {}",
+            record.name,
+            fields.join(", ")
+        ));
+    }
+    if let Some(RefOr::T(Schema::Object(when))) = rule.properties.get_mut("when") {
+        when.description = Some(text);
+    }
+}

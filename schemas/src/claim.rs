@@ -19,9 +19,12 @@ pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimLine {
+    #[schema(min_length = 1, max_length = 32)]
     pub procedure_code: String,
+    #[schema(minimum = 1, maximum = 10000)]
     pub units: i64,
     /// Minor units; the lines' amounts add up to `claim_amount`.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     pub amount: i64,
 }
 
@@ -29,21 +32,24 @@ pub struct ClaimLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimSubmission {
-    #[schema(value_type = String)]
     pub claim_id: ClientId,
-    #[schema(value_type = String)]
     pub member_id: ClientId,
-    #[schema(value_type = String)]
     pub provider_id: ClientId,
-    /// Minor units, positive.
+    /// Minor units, from 1 to 1,000,000,000,000 (ten billion in major units).
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     pub claim_amount: i64,
     /// YYYY-MM-DD, not in the future.
     #[schema(value_type = String, format = Date)]
     pub service_date: Date,
+    /// At most 1,000 lines.
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub lines: Vec<ClaimLine>,
+    /// At most 50 codes of 1-16 characters.
     #[serde(default)]
+    #[schema(max_items = 50)]
     pub diagnosis_codes: Vec<String>,
+    /// The client's own fields, at most 16 KiB as JSON.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: BTreeMap<String, serde_json::Value>,

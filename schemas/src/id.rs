@@ -57,6 +57,23 @@ impl fmt::Display for ClientId {
     }
 }
 
+/// The contract's form of a client-supplied id, as a JSON Schema pattern.
+pub const CLIENT_ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,64}$";
+
+impl utoipa::PartialSchema for ClientId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .min_length(Some(1))
+            .max_length(Some(Self::MAX_LEN))
+            .pattern(Some(CLIENT_ID_PATTERN))
+            .description(Some("1-64 characters of [A-Za-z0-9._:-]"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ClientId {}
+
 impl<'de> Deserialize<'de> for ClientId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;

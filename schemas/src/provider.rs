@@ -12,8 +12,10 @@ use crate::id::ClientId;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProvider {
-    #[schema(value_type = String, example = "PRV-001")]
+    #[schema(example = "PRV-001")]
     pub provider_id: ClientId,
+    /// 1-200 characters.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// National Provider Identifier: 10 digits with a valid check digit.
     pub npi: Option<String>,

@@ -33,16 +33,22 @@ impl RuleAction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
+    /// Unique within the rulebook.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,64}$", min_length = 1, max_length = 64)]
     pub rule_id: String,
     #[serde(default)]
+    #[schema(max_length = 1000)]
     pub description: String,
     /// CEL expression; the rule matches when it is `true`.
+    #[schema(min_length = 1, max_length = 4096)]
     pub when: String,
     pub action: RuleAction,
     /// Recorded in the claim's `reasons` when the rule matches.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,64}$", min_length = 1, max_length = 64)]
     pub reason_code: String,
     /// CEL expression giving the approved amount (minor units); `adjust` rules only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 4096)]
     pub approved_amount: Option<String>,
 }
 
@@ -50,7 +56,11 @@ pub struct Rule {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRulebook {
+    /// 1-200 characters.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
+    /// At most 1,000 rules, evaluated in order.
+    #[schema(max_items = 1000)]
     pub rules: Vec<Rule>,
 }
 

@@ -39,11 +39,14 @@ impl Default for TenantSettings {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantSettingsPatch {
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub fraud_flag_threshold: Option<f64>,
+    #[schema(minimum = 1, maximum = 100_000_000)]
     pub rate_limit_per_minute: Option<u32>,
+    #[schema(minimum = 1, maximum = 1_073_741_824_u64)]
     pub max_upload_bytes: Option<u64>,
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 1)]
     pub auto_approve_below: Option<Option<i64>>,
 }
 

@@ -11,8 +11,8 @@ use crate::scope::ScopeSet;
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
     pub email: String,
-    /// At least 8 characters.
-    #[schema(value_type = String, format = Password)]
+    /// 8-256 characters.
+    #[schema(value_type = String, format = Password, min_length = 8, max_length = 256)]
     pub password: SecretString,
     #[schema(value_type = Vec<String>, example = json!(["claims:read"]))]
     pub scopes: ScopeSet,

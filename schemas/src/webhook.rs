@@ -28,8 +28,11 @@ pub struct CreateWebhook {
     /// The receiver: an absolute http(s) URL.
     pub url: String,
     /// Event kinds to deliver, from the spec's Events table.
+    #[schema(min_items = 1)]
     pub events: Vec<String>,
-    /// Shared secret that keys both signatures; stored, never returned.
+    /// Shared secret that keys both signatures (1-1024 characters); stored, never
+    /// returned.
+    #[schema(min_length = 1, max_length = 1024)]
     pub secret: String,
     /// Deliveries are made only while enabled; default true.
     #[serde(default = "enabled_by_default")]
@@ -46,7 +49,9 @@ fn enabled_by_default() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct PatchWebhook {
     pub url: Option<String>,
+    #[schema(min_items = 1)]
     pub events: Option<Vec<String>>,
+    #[schema(min_length = 1, max_length = 1024)]
     pub secret: Option<String>,
     pub enabled: Option<bool>,
 }

@@ -97,10 +97,13 @@ pub const MAX_NOTE_CHARS: usize = 2000;
 #[serde(deny_unknown_fields)]
 pub struct Transition {
     pub action: TaskAction,
-    /// The officer's note, kept with the task and in the audit log.
+    /// The officer's note, kept with the task and in the audit log; at most 2,000
+    /// characters.
+    #[schema(max_length = 2000)]
     pub note: Option<String>,
     /// For `approve`: the amount to pay, from 0 to the claim amount; default the amount
     /// automatic processing approved.
+    #[schema(minimum = 0)]
     pub approved_amount: Option<i64>,
 }
 

@@ -65,7 +65,8 @@ ensure_postgres() {
   return 0
 }
 
-# A Python virtual environment with the packages the tests use as independent clients.
+# A Python virtual environment with the packages the tests use as independent clients
+# (schemathesis fuzzes the API against its OpenAPI document: scripts/fuzz-api).
 # The last five are what confluent-kafka's schema registry client imports; they are named
 # here rather than through its `schemaregistry` extra, which asks for a certifi newer
 # than the package index holds.
@@ -78,7 +79,8 @@ ensure_python_tools() {
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0" \
     "confluent-kafka==2.16.1" "fastavro==1.13.1" \
-    "attrs==26.1.0" "cachetools==8.0.1" "certifi==2026.10.18" "httpx2==2.16.2" "authlib==1.9.9"
+    "attrs==26.1.0" "cachetools==8.0.1" "certifi==2026.10.18" "httpx2==2.16.2" "authlib==1.9.9" \
+    "schemathesis==4.32.5"
   export CLAIMS_PYTHON="$venv/bin/python"
 }
 

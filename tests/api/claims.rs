@@ -123,6 +123,38 @@ async fn intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing(b
             assert_eq!(got.as_deref(), Some(field), "{body}");
         }
     }
+    // Above the documented bound, and a number no amount can hold: both name the field.
+    let r = submit(&app, &s, with("claim_amount", json!(1_000_000_000_001_i64))).await;
+    assert_eq!(
+        r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR")
+            .as_deref(),
+        Some("claim_amount")
+    );
+    assert_eq!(
+        r.body["error"]["message"],
+        "must be at most 1000000000000 (minor units)"
+    );
+    let huge = claim("CLM-X")
+        .to_string()
+        .replace("\"claim_amount\":12500", "\"claim_amount\":1e400");
+    assert!(huge.contains("1e400"));
+    let r = Reply::from(
+        app.client
+            .post(app.url("/claims/intake"))
+            .bearer_auth(&s.access)
+            .header("content-type", "application/json")
+            .body(huge)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR")
+            .as_deref(),
+        Some("claim_amount")
+    );
+
     let mut missing = claim("CLM-X");
     missing.as_object_mut().unwrap().remove("member_id");
     assert_eq!(

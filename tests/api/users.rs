@@ -10,7 +10,34 @@ crate::both_backends!(
     disabling_a_user_ends_their_sessions_at_once,
     user_input_is_validated,
     users_of_another_tenant_are_invisible,
+    a_user_cannot_disable_or_delete_themselves,
 );
+
+async fn a_user_cannot_disable_or_delete_themselves(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let admin = app.session("acme", "tenant:configure").await;
+    let (_, claims) = crate::support::jwt::parts(&admin.access);
+    let me = format!("/tenant/users/{}", claims["sub"].as_str().unwrap());
+    let r = app
+        .call(
+            Method::PATCH,
+            &me,
+            Some(&admin.access),
+            Some(json!({"disabled": true})),
+        )
+        .await;
+    assert_eq!(
+        r.assert_error(StatusCode::CONFLICT, "CONFLICT").as_deref(),
+        Some("user_id")
+    );
+    app.call(Method::DELETE, &me, Some(&admin.access), None)
+        .await
+        .assert_error(StatusCode::CONFLICT, "CONFLICT");
+    // Still there, still able to work.
+    let r = app.get("/tenant/users", &admin.access).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["data"][0]["disabled"], false);
+}
 
 async fn users_are_created_listed_changed_and_deleted(b: Backend) {
     let app = TestApp::spawn(b).await;

@@ -1,5 +1,8 @@
 //! `/tenant/users` (`tenant:configure`; contract: Tenants and users). Disabling a user,
-//! deleting one or changing a password ends their sessions at once.
+//! deleting one or changing a password ends their sessions at once. A user cannot
+//! disable or delete themselves (409 `CONFLICT`): a tenant's only administrator would
+//! otherwise lock the tenant out with one mistaken call, and only the operator CLI
+//! could let anyone back in.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -35,6 +38,15 @@ fn check_password(p: &SecretString) -> Result<(), ApiError> {
         return Err(ApiError::validation("password", "must be 8-256 characters"));
     }
     Ok(())
+}
+
+fn not_yourself(what: &str) -> ApiError {
+    ApiError::Refused {
+        status: StatusCode::CONFLICT,
+        code: "CONFLICT",
+        message: format!("you cannot {what} your own user; another user of the tenant can").into(),
+        field: Some("user_id".into()),
+    }
 }
 
 /// Whether `s` looks like an email address: one `@`, a dotted domain, no spaces.
@@ -135,6 +147,7 @@ pub async fn list_users(
     responses(
         (status = 200, description = "The user after the change", body = UserView),
         (status = 404, description = "No such user in this tenant", body = ErrorBody),
+        (status = 409, description = "`CONFLICT`: a user cannot disable themselves", body = ErrorBody),
         (status = 422, description = "A field is invalid", body = ErrorBody),
     ))]
 pub async fn patch_user(
@@ -143,6 +156,9 @@ pub async fn patch_user(
     Path(user_id): Path<String>,
     Json(body): Json<PatchUser>,
 ) -> Result<Json<UserView>, ApiError> {
+    if user_id == who.user_id && body.disabled == Some(true) {
+        return Err(not_yourself("disable"));
+    }
     let password_hash = match body.password {
         Some(p) => {
             check_password(&p)?;
@@ -173,12 +189,15 @@ pub async fn patch_user(
 /// Remove a user and end their sessions.
 #[utoipa::path(delete, path = "/tenant/users/{user_id}", tag = "tenant",
     security(("bearer" = ["tenant:configure"])),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "No such user in this tenant", body = ErrorBody)))]
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such user in this tenant", body = ErrorBody), (status = 409, description = "`CONFLICT`: a user cannot delete themselves", body = ErrorBody)))]
 pub async fn delete_user(
     State(state): State<AppState>,
     who: Authorized<TenantConfigure>,
     Path(user_id): Path<String>,
 ) -> Result<Response, ApiError> {
+    if user_id == who.user_id {
+        return Err(not_yourself("delete"));
+    }
     let revoked = state
         .store
         .delete_user(&who.tenant_id, &user_id, &who.user_id)
