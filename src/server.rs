@@ -191,6 +191,15 @@ const LOG_RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn serve(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     raise_open_files_limit();
+    let mut config = config.clone();
+    // The demo runs on one machine, so its webhooks go to receivers on localhost, which
+    // the service otherwise refuses; CLAIMS_WEBHOOK_ALLOW_PRIVATE=false keeps the refusal.
+    if args.demo && std::env::var_os("CLAIMS_WEBHOOK_ALLOW_PRIVATE").is_none() {
+        config.api.webhook_allow_private = true;
+        config.webhooks.allow_private = true;
+        tracing::warn!("Demo: webhooks may reach loopback and private addresses (CLAIMS_WEBHOOK_ALLOW_PRIVATE=false to refuse them).");
+    }
+    let config = &config;
     let mut server = Server::build(config).await?;
     if let Some(roles) = args.stages {
         server = server.with_roles(roles);

@@ -147,18 +147,6 @@ pub fn apply_conventions(doc: &mut Doc) {
         ),
     );
     for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            apply_to_operation(op);
-        }
         if let Some(op) = &mut item.post {
             let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
             if secured {
@@ -184,6 +172,19 @@ pub fn apply_conventions(doc: &mut Doc) {
                     error_response("`VALIDATION_ERROR`: a field or parameter is invalid (`field` names it), such as an `Idempotency-Key` reused with another body").into()
                 });
             }
+        }
+        // After the POSTs' own additions, so that those responses get the headers too.
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            apply_to_operation(op);
         }
     }
 }
