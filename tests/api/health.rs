@@ -19,19 +19,23 @@ async fn live_and_ready_answer_without_auth(b: Backend) {
     }
 }
 
-async fn metrics_count_requests_by_route(b: Backend) {
-    let app = TestApp::spawn(b).await;
-    app.call(reqwest::Method::GET, "/health/live", None, None)
-        .await;
-    let text = app
-        .client
+/// The Prometheus text at `/metrics`.
+async fn metrics(app: &TestApp) -> String {
+    app.client
         .get(app.url("/metrics"))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn metrics_count_requests_by_route(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    app.call(reqwest::Method::GET, "/health/live", None, None)
+        .await;
+    let text = metrics(&app).await;
     assert!(
         text.lines()
             .any(|l| l.starts_with("claims_http_requests_total{")
@@ -43,16 +47,7 @@ async fn metrics_count_requests_by_route(b: Backend) {
 
 async fn made_up_methods_and_paths_do_not_grow_the_metrics(b: Backend) {
     let app = TestApp::spawn(b).await;
-    let metrics = || async {
-        app.client
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let metrics = || metrics(&app);
     let odd = |i: usize| {
         let method = reqwest::Method::from_bytes(format!("M{i}").as_bytes()).unwrap();
         app.client
