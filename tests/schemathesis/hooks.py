@@ -57,9 +57,5 @@ class DemoSession:
 
 
 @schemathesis.auth(refresh_interval=None).apply_to(path="/auth/logout")
-class ThrowawaySession:
-    def get(self, case, context):
-        return _login()
-
-    def set(self, case, data, context):
-        _bearer(case, data)
+class ThrowawaySession(DemoSession):
+    """The same login, fresh for every logout (no caching)."""

@@ -3,6 +3,7 @@
 //! revoked by another process stops working here at most that long afterwards; one
 //! revoked by this process stops at once, because it is forgotten here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use moka::future::Cache;
@@ -14,7 +15,8 @@ use crate::http::error::ApiError;
 #[derive(Debug, Clone)]
 pub struct SessionCache {
     store: Store,
-    cache: Cache<String, Option<SessionState>>,
+    /// Shared, so that the hot path's look-up copies a pointer, not the session's ids.
+    cache: Cache<String, Option<Arc<SessionState>>>,
 }
 
 impl SessionCache {
@@ -30,14 +32,13 @@ impl SessionCache {
 
     /// The session when it may be used now; `None` when it is unknown, revoked or
     /// expired.
-    pub async fn live(&self, session_id: &str) -> Result<Option<SessionState>, ApiError> {
+    pub async fn live(&self, session_id: &str) -> Result<Option<Arc<SessionState>>, ApiError> {
         let store = &self.store;
         let state = self
             .cache
-            .try_get_with_by_ref(
-                session_id,
-                async move { store.session_state(session_id).await },
-            )
+            .try_get_with_by_ref(session_id, async move {
+                Ok(store.session_state(session_id).await?.map(Arc::new))
+            })
             .await
             .map_err(|e| ApiError::Internal(Box::new(ArcError(e))))?;
         Ok(state.filter(|s| s.is_live(now_ms())))
