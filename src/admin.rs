@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::cli::{CreateTenantArgs, CreateUserArgs, VerifyAuditArgs};
 use crate::config::Config;
+use crate::open::open_store;
 use crate::output::{print_json, CliError};
-use crate::server::open_store;
 
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let store = open_store(config).await?;

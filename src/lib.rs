@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod open;
 pub mod output;
 pub mod server;
 pub mod telemetry;

@@ -6,13 +6,13 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use api::auth::keys::KeyRing;
 use api::AppState;
-use pipeline::bus::{Bus, EmbeddedLog, KafkaBus};
-use pipeline::store::{Store, StoreOptions};
+use pipeline::bus::Bus;
 use pipeline::topics::Topics;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
 use crate::config::Config;
+use crate::open::{open_bus, open_store};
 
 /// A service bound to its address and ready to run.
 #[derive(Debug)]
@@ -129,7 +129,7 @@ impl Server {
         ));
         let mut http_stop = stop_rx.clone();
         if self.roles.iter().any(|r| r == "api") {
-            tasks.spawn(api::http::idempotency::purge_expired(
+            tasks.spawn(api::middleware::idempotency::purge_expired(
                 self.state.clone(),
                 stop_rx.clone(),
             ));
@@ -150,31 +150,6 @@ impl Server {
         state.store.close().await;
         Ok(())
     }
-}
-
-/// The bus the configuration selects: Kafka when brokers are set, else the embedded log
-/// in `store`.
-pub fn open_bus(config: &Config, store: &Store) -> anyhow::Result<Bus> {
-    Ok(match &config.kafka {
-        Some(kafka) => Bus::Kafka(
-            KafkaBus::connect(kafka.clone(), store.clone())
-                .map_err(|e| anyhow::anyhow!("cannot set up the Kafka clients: {e}"))?,
-        ),
-        None => Bus::Embedded(EmbeddedLog::with_instance(
-            store.clone(),
-            config.instance_id.as_deref(),
-        )),
-    })
-}
-
-pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    let opts = StoreOptions {
-        max_connections: config.database_max_connections,
-        ..StoreOptions::default()
-    };
-    Store::open(config.store.url(), &opts)
-        .await
-        .context("cannot open the database")
 }
 
 /// Records a stage takes per batch: large enough to amortise a transaction, small

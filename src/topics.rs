@@ -7,8 +7,8 @@ use pipeline::topics::Topics;
 
 use crate::cli::TailArgs;
 use crate::config::Config;
+use crate::open::open_store;
 use crate::output::{print_json, print_json_line, CliError};
-use crate::server::open_store;
 
 /// Prints `{"topics": [...]}`: each topic's partitions, records written and held, and
 /// every consumer group's lag.
@@ -58,6 +58,6 @@ pub async fn tail(config: &Config, args: TailArgs) -> anyhow::Result<()> {
 /// The store and the bus on it; the store is closed by the caller when done.
 async fn open_bus(config: &Config) -> anyhow::Result<(Store, Bus)> {
     let store = open_store(config).await?;
-    let bus = crate::server::open_bus(config, &store)?;
+    let bus = crate::open::open_bus(config, &store)?;
     Ok((store, bus))
 }

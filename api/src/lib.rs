@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod middleware;
 pub mod openapi;
 pub mod routes;
 pub mod state;
@@ -36,16 +37,16 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            http::idempotency::idempotency,
+            middleware::idempotency::idempotency,
         ))
         // Authenticates once for the limiter; the idempotency layer needs the user too.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            http::rate_limit::rate_limit,
+            middleware::rate_limit::rate_limit,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            http::request_context::request_context,
+            middleware::request_context::request_context,
         ))
         .with_state(state)
 }

@@ -25,6 +25,9 @@ use crate::routes::{
 };
 use crate::state::AppState;
 
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -103,7 +106,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(audit::get_audit))
         .routes(routes!(health::live))
         .routes(routes!(health::ready))
-        .routes(routes!(operations::openapi_json))
+        .routes(routes!(openapi_json))
         .routes(routes!(operations::docs))
         .routes(routes!(operations::redoc_js))
         .routes(routes!(operations::metrics))
@@ -396,4 +399,11 @@ fn describe_rule_variables(schemas: &mut BTreeMap<String, RefOr<Schema>>) {
     if let Some(RefOr::T(Schema::Object(when))) = rule.properties.get_mut("when") {
         when.description = Some(text);
     }
+}
+
+/// This document: OpenAPI 3.1 generated from the code.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+pub async fn openapi_json() -> Response {
+    ([(CONTENT_TYPE, "application/json")], document_json()).into_response()
 }

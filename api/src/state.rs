@@ -70,3 +70,9 @@ impl std::ops::Deref for AppState {
         &self.0
     }
 }
+
+impl axum::extract::FromRef<AppState> for crate::http::json::BodyLimit {
+    fn from_ref(state: &AppState) -> Self {
+        crate::http::json::BodyLimit(state.config.max_body_bytes)
+    }
+}

@@ -3,35 +3,12 @@
 //! disk and neither exists without the other. The `(tenant_id, claim_id)` key decides
 //! duplicates, also between simultaneous submissions: exactly one insert wins.
 
-use schemas::claim::ClaimSubmission;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
+use crate::model::{ordered_id, ClaimSubmitted};
 use crate::store::{values_list, AnyQuery, AuditEntry, Backend, PreparedEntry, Store, StoreError};
-
-/// The record on the intake topic: the claim as submitted and what intake decided
-/// about its context, so that processing uses the rulebook current at intake.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClaimSubmitted {
-    pub tenant_id: String,
-    pub claim: ClaimSubmission,
-    pub rulebook_id: String,
-    pub rulebook_version: i64,
-    pub received_at_ms: i64,
-}
-
-impl ClaimSubmitted {
-    /// Records of one claim share a key, so they stay in order in one partition.
-    pub fn key(&self) -> String {
-        claim_key(&self.tenant_id, self.claim.claim_id.as_str())
-    }
-}
-
-pub fn claim_key(tenant_id: &str, claim_id: &str) -> String {
-    format!("{tenant_id}/{claim_id}")
-}
 
 /// Rows per INSERT: 12 values each, within SQLite's limit on bound values.
 const ROWS_PER_INSERT: usize = 2000;
@@ -434,13 +411,7 @@ async fn commit_groups(
 fn received_entry(c: &ClaimSubmitted, actor: &str) -> AuditEntry {
     let claim_id = c.claim.claim_id.as_str();
     AuditEntry {
-        audit_id: crate::stages::decide::ordered_id(
-            "aud",
-            c.received_at_ms,
-            &c.tenant_id,
-            claim_id,
-            "intake",
-        ),
+        audit_id: ordered_id("aud", c.received_at_ms, &c.tenant_id, claim_id, "intake"),
         tenant_id: c.tenant_id.clone(),
         at: c.received_at_ms,
         actor: actor.to_owned(),

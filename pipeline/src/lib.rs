@@ -6,6 +6,8 @@ pub mod clock;
 pub mod config_cache;
 pub mod cpu;
 pub mod intake;
+pub mod model;
+pub mod retry;
 pub mod rules;
 pub mod stages;
 pub mod store;

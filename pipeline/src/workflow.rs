@@ -8,7 +8,7 @@ use schemas::workflow::{Task, TaskAction};
 use serde::{Deserialize, Serialize};
 
 use crate::bus::{Bus, Message, TopicSpec};
-use crate::intake::claim_key;
+use crate::model::claim_key;
 use crate::store::{AuditEntry, Store, StoreError, TaskDecision, TaskRefusal};
 
 /// The record on `claims.workflow`.

@@ -5,20 +5,69 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// Every event kind the service emits (spec: Events).
-pub const EVENT_KINDS: [&str; 8] = [
-    "claim.completed",
-    "claim.flagged",
-    "claim.blocked",
-    "claim.approved",
-    "claim.declined",
-    "upload.completed",
-    "upload.failed",
-    "workflow.task.created",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    ClaimCompleted,
+    ClaimFlagged,
+    ClaimBlocked,
+    ClaimApproved,
+    ClaimDeclined,
+    UploadCompleted,
+    UploadFailed,
+    WorkflowTaskCreated,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 8] = [
+        EventKind::ClaimCompleted,
+        EventKind::ClaimFlagged,
+        EventKind::ClaimBlocked,
+        EventKind::ClaimApproved,
+        EventKind::ClaimDeclined,
+        EventKind::UploadCompleted,
+        EventKind::UploadFailed,
+        EventKind::WorkflowTaskCreated,
+    ];
+
+    /// The kind's name on the wire (`claim.completed`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventKind::ClaimCompleted => "claim.completed",
+            EventKind::ClaimFlagged => "claim.flagged",
+            EventKind::ClaimBlocked => "claim.blocked",
+            EventKind::ClaimApproved => "claim.approved",
+            EventKind::ClaimDeclined => "claim.declined",
+            EventKind::UploadCompleted => "upload.completed",
+            EventKind::UploadFailed => "upload.failed",
+            EventKind::WorkflowTaskCreated => "workflow.task.created",
+        }
+    }
+
+    pub fn parse(kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every event kind's wire name, in the spec's order.
+pub const EVENT_KINDS: [&str; 8] = {
+    let mut names = [""; 8];
+    let mut i = 0;
+    while i < 8 {
+        names[i] = EventKind::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// Whether `kind` is one of [`EVENT_KINDS`].
 pub fn is_event_kind(kind: &str) -> bool {
-    EVENT_KINDS.contains(&kind)
+    EventKind::parse(kind).is_some()
 }
 
 /// `POST /webhooks`. Its `Debug` leaves the secret out.

@@ -2,7 +2,8 @@
 //! the 24 hours and the amount in the 30 days before each claim, the claim itself and
 //! other members and tenants left out.
 
-use pipeline::intake::{accept, ClaimSubmitted};
+use pipeline::intake::accept;
+use pipeline::model::ClaimSubmitted;
 use pipeline::rules::MemberHistory;
 
 use crate::support::{Backend, TestApp};

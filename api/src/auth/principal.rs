@@ -1,4 +1,5 @@
-//! The extractors that authenticate a request. `Principal` accepts any valid token of a
+//! Who is calling, and the extractors that hand it to handlers. The middleware that
+//! authenticates a request's bearer token leaves its [`Authentication`] on the request. `Principal` accepts any valid token of a
 //! live session; `Authorized<S>` also demands the scope `S`, so a handler states the
 //! scope it needs in its signature and cannot forget to check it.
 
@@ -10,9 +11,7 @@ use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use schemas::{Scope, ScopeSet};
 
-use super::token::{self, VerifyError};
 use crate::http::error::ApiError;
-use crate::state::AppState;
 
 /// Who is calling: the verified content of their access token.
 #[derive(Debug, Clone)]
@@ -23,49 +22,33 @@ pub struct Principal {
     pub scopes: ScopeSet,
 }
 
-impl FromRequestParts<AppState> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        // Authenticated already by the rate limiter, which needs the tenant.
-        if let Some(p) = parts.extensions.get::<Principal>() {
-            return Ok(p.clone());
-        }
-        let raw = bearer_token(&parts.headers).ok_or(ApiError::Unauthorized)?;
-        authenticate(state, raw).await
-    }
+/// What authenticating a request's bearer token found, left on the request by the
+/// middleware that authenticates (`crate::middleware::rate_limit`, which needs the
+/// tenant first), for the extractors below.
+#[derive(Debug, Clone)]
+pub enum Authentication {
+    Authenticated(Principal),
+    /// A genuine token past its expiry: 401 `TOKEN_EXPIRED`.
+    Expired,
+    /// Not a token of ours, or of a session that ended: 401 `UNAUTHORIZED`.
+    Invalid,
+    /// The sessions could not be read: 500, logged where it happened.
+    Failed,
 }
 
-/// Verifies a bearer token and its session.
-pub async fn authenticate(state: &AppState, raw: &str) -> Result<Principal, ApiError> {
-    let claims = token::verify(
-        &state.keys,
-        &state.config.issuer,
-        state.config.access_token_ttl,
-        raw,
-    )
-    .await
-    .map_err(|e| match e {
-        VerifyError::Expired => ApiError::TokenExpired,
-        VerifyError::Invalid => ApiError::Unauthorized,
-    })?;
-    // The token must name the session's own tenant and user: a token is only as good
-    // as the session it was issued for (RFC 8725, 3.8: validate every claim).
-    let session = state.sessions.live(&claims.sid).await?;
-    if !session.is_some_and(|s| s.tenant_id == claims.tenant_id && s.user_id == claims.sub) {
-        return Err(ApiError::Unauthorized);
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<Authentication>() {
+            Some(Authentication::Authenticated(p)) => Ok(p.clone()),
+            Some(Authentication::Expired) => Err(ApiError::TokenExpired),
+            Some(Authentication::Failed) => Err(ApiError::internal(std::io::Error::other(
+                "the session store could not be read",
+            ))),
+            Some(Authentication::Invalid) | None => Err(ApiError::Unauthorized),
+        }
     }
-    let scopes =
-        ScopeSet::parse_space_separated(&claims.scope).map_err(|_| ApiError::Unauthorized)?;
-    Ok(Principal {
-        tenant_id: claims.tenant_id,
-        user_id: claims.sub,
-        session_id: claims.sid,
-        scopes,
-    })
 }
 
 /// The token of an `Authorization: Bearer …` header.
@@ -92,13 +75,10 @@ impl<S> std::ops::Deref for Authorized<S> {
     }
 }
 
-impl<S: RequiredScope> FromRequestParts<AppState> for Authorized<S> {
+impl<S: RequiredScope, St: Send + Sync> FromRequestParts<St> for Authorized<S> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &St) -> Result<Self, Self::Rejection> {
         let principal = Principal::from_request_parts(parts, state).await?;
         if !principal.scopes.contains(S::SCOPE) {
             return Err(ApiError::InsufficientScope(S::SCOPE));

@@ -13,7 +13,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::ApiError;
-use crate::state::AppState;
+
+/// The largest request body the router takes (`max_body_bytes`), named in the 413.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
 
 /// A JSON request body (as extractor) or response body (as response).
 #[derive(Debug, Clone, Copy, Default)]
@@ -23,7 +26,7 @@ impl<T, S> FromRequest<S> for Json<T>
 where
     T: DeserializeOwned,
     S: Send + Sync,
-    AppState: FromRef<S>,
+    BodyLimit: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -47,7 +50,7 @@ impl<T, S> FromRequest<S> for OptionalJson<T>
 where
     T: DeserializeOwned,
     S: Send + Sync,
-    AppState: FromRef<S>,
+    BodyLimit: FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -87,7 +90,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError>
 where
-    AppState: FromRef<S>,
+    BodyLimit: FromRef<S>,
 {
     Bytes::from_request(req, state).await.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(inner)
@@ -95,7 +98,7 @@ where
         {
             // The router's `DefaultBodyLimit` is this setting.
             ApiError::PayloadTooLarge {
-                limit: AppState::from_ref(state).config.max_body_bytes,
+                limit: BodyLimit::from_ref(state).0,
             }
         }
         _ => ApiError::bad_request("the request body could not be read"),

@@ -3,9 +3,7 @@
 pub mod connections;
 pub mod error;
 pub mod fallback;
-pub mod idempotency;
 pub mod json;
 pub mod list;
 pub mod metrics;
 pub mod rate_limit;
-pub mod request_context;

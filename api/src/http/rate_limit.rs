@@ -1,4 +1,5 @@
-//! Rate limiting (spec: Limits; contract: Conventions): per tenant once a request is
+//! Rate limits (spec: Limits; contract: Conventions), the limiter itself; the
+//! middleware that applies them is `crate::middleware::rate_limit`. Limited: per tenant once a request is
 //! authenticated, per client address before (so that login cannot be brute-forced).
 //! Login, refresh and logout are always limited per client address, whatever token
 //! rides along: charged to a tenant's large allowance, a client holding any valid
@@ -19,24 +20,17 @@
 //!   nothing remains, it is the second at which the next request is allowed, the same
 //!   moment that a 429's `Retry-After` gives.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock as _, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use moka::future::Cache;
-
-use crate::auth::principal::{authenticate, bearer_token, Principal};
-use crate::http::error::ApiError;
-use crate::state::AppState;
 
 pub static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -195,7 +189,7 @@ fn ceil_secs(d: Duration) -> u64 {
 }
 
 impl Verdict {
-    fn write(&self, headers: &mut HeaderMap) {
+    pub fn write(&self, headers: &mut HeaderMap) {
         headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(self.limit));
         headers.insert(
             X_RATELIMIT_REMAINING.clone(),
@@ -205,66 +199,11 @@ impl Verdict {
     }
 }
 
-/// The middleware. It authenticates the bearer token once, here, so that the limit is
-/// the tenant's; the handlers' extractors reuse the principal it leaves on the request.
-pub async fn rate_limit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let principal = match bearer_token(req.headers()) {
-        Some(_) if is_credential_route(req.uri().path()) => None,
-        Some(raw) => authenticate(&state, raw).await.ok(),
-        None => None,
-    };
-    let verdict = if !state.limits.enabled() {
-        None
-    } else if let Some(p) = &principal {
-        let per_minute = match state.config_cache.settings(&p.tenant_id).await {
-            Ok(s) => s.rate_limit_per_minute,
-            // The tenant's settings cannot be read: the request will fail on the store
-            // anyway; limit it by the default rather than not at all.
-            Err(_) => schemas::tenant::TenantSettings::default().rate_limit_per_minute,
-        };
-        Some(state.limits.check_tenant(&p.tenant_id, per_minute).await)
-    } else {
-        let address = req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
-        Some(state.limits.check_address(address).await)
-    };
-    if let Some(p) = principal {
-        req.extensions_mut().insert::<Principal>(p);
-    }
-    let mut res = match verdict.and_then(|v| v.retry_after) {
-        Some(wait) => ApiError::RateLimited { retry_after: wait }.into_response(),
-        None => next.run(req).await,
-    };
-    if let Some(v) = verdict {
-        v.write(res.headers_mut());
-    }
-    res
-}
-
-/// The routes that check credentials themselves (login, refresh, logout): limited per
-/// client address even when a bearer token is present.
-fn is_credential_route(path: &str) -> bool {
-    path.starts_with("/api/v1/auth/")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::net::Ipv4Addr;
 
-    #[test]
-    fn the_credential_routes_are_the_auth_routes() {
-        for p in [
-            "/api/v1/auth/login",
-            "/api/v1/auth/refresh",
-            "/api/v1/auth/logout",
-        ] {
-            assert!(is_credential_route(p), "{p}");
-        }
-        assert!(!is_credential_route("/api/v1/claims/intake"));
-        assert!(!is_credential_route("/api/v1/authx"));
-    }
+    use super::*;
 
     fn limits(processes: u32) -> RateLimits {
         RateLimits::new(RateLimitSettings {

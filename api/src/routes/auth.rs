@@ -13,11 +13,12 @@ use schemas::auth::{LoginRequest, RefreshRequest, TokenResponse};
 use schemas::{ErrorBody, ScopeSet};
 use secrecy::ExposeSecret;
 
-use crate::auth::principal::{authenticate, bearer_token};
+use crate::auth::principal::bearer_token;
 use crate::auth::token::{self, AccessClaims};
 use crate::auth::{password, refresh};
 use crate::http::error::ApiError;
 use crate::http::json::{Json, OptionalJson};
+use crate::middleware::authenticate::authenticate;
 use crate::state::AppState;
 
 /// Log in with email and password.

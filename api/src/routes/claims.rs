@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pipeline::clock::{ms_to_rfc3339, now_ms};
 use pipeline::config_cache::ActiveRulebook;
-use pipeline::intake::ClaimSubmitted;
+use pipeline::model::ClaimSubmitted;
 use pipeline::store::ClaimFilter;
 use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
 use schemas::{Date, ErrorBody, Page};

@@ -4,19 +4,7 @@ use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::openapi;
 use crate::state::AppState;
-
-/// This document: OpenAPI 3.1 generated from the code.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
-pub async fn openapi_json() -> Response {
-    (
-        [(CONTENT_TYPE, "application/json")],
-        openapi::document_json(),
-    )
-        .into_response()
-}
 
 /// A readable rendering of this document (Redoc, served locally).
 #[utoipa::path(get, path = "/docs", tag = "operations",

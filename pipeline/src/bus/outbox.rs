@@ -83,7 +83,7 @@ pub async fn relay(bus: KafkaBus, mut shutdown: watch::Receiver<bool>) {
         let pause = if attempt == 0 {
             SWEEP_EVERY
         } else {
-            crate::stages::runner::backoff(attempt)
+            crate::retry::backoff(attempt)
         };
         tokio::select! {
             _ = bus.outbox_notified(), if attempt == 0 => {}

@@ -74,7 +74,7 @@ pub(super) async fn decode(
                 Ok(writer) => break codec.read_datum(&writer, datum),
                 Err(BusError::Registry(e)) => {
                     tracing::warn!(topic = %r.topic, error = %e, attempt, "The schema registry did not answer; retrying.");
-                    tokio::time::sleep(crate::stages::runner::backoff(attempt)).await;
+                    tokio::time::sleep(crate::retry::backoff(attempt)).await;
                     attempt += 1;
                 }
                 Err(e) => {

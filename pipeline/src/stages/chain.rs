@@ -20,16 +20,15 @@
 //! nothing is left on the first three for the separate stages (see [`fusable`]), so
 //! that switching between the two ways loses no claim in flight.
 
-use super::decide::{Decide, Decision};
+use super::decide::Decide;
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
-use super::runner::{
-    backoff, by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError,
-};
+use super::runner::{by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError};
 use super::snapshot::event_messages;
 use super::validate::Validate;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
-use crate::intake::ClaimSubmitted;
+use crate::model::{ClaimSubmitted, Decision};
+use crate::retry::backoff;
 use crate::store::{PreparedDecisions, Store};
 use crate::topics::Topics;
 
@@ -71,7 +70,7 @@ impl Stage for Chain {
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let (mut out, decisions) = self.decide(batch).await?;
         for d in &decisions {
-            let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+            let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
             out.push(encode(&self.topics.decided, key, d));
         }
         Ok(out)

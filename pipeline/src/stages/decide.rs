@@ -11,103 +11,13 @@
 
 use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::tenant::TenantSettings;
-use serde::{Deserialize, Serialize};
 
-use super::fraud::FraudScore;
-use super::record::ClaimInProcess;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::ConfigCache;
-use crate::rules::TraceEntry;
+use crate::model::{ordered_id, ClaimInProcess, Decision, DomainEvent, EventKind};
 use crate::topics::Topics;
-
-/// A domain event, as the events topic carries it and webhooks deliver it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DomainEvent {
-    pub id: String,
-    pub event: String,
-    pub tenant_id: String,
-    pub timestamp: String,
-    pub data: serde_json::Value,
-}
-
-/// The decision on one claim, as the snapshot writer stores it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decision {
-    pub tenant_id: String,
-    pub claim_id: String,
-    /// 1 for the automatic decision; an officer's decision is a later version.
-    pub version: i64,
-    pub status: ClaimStatus,
-    pub outcome: Outcome,
-    pub approved_amount: i64,
-    pub fraud: Option<FraudScore>,
-    pub reasons: Vec<Reason>,
-    pub rulebook_version: i64,
-    pub audit_id: String,
-    pub task_id: Option<String>,
-    pub priority: i64,
-    pub decided_at_ms: i64,
-    pub trace: Vec<TraceEntry>,
-    pub events: Vec<DomainEvent>,
-    /// The officer (user id) whose review made this decision; none for the automatic one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub officer: Option<String>,
-}
-
-impl Decision {
-    /// The decision's audit record.
-    pub fn audit_entry(&self) -> crate::store::AuditEntry {
-        let (actor, action) = match (&self.officer, self.outcome) {
-            (None, _) => ("pipeline", "claim.decided"),
-            (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
-            (Some(o), _) => (o.as_str(), "claim.approved"),
-        };
-        // The rules that matched or failed; the others of the recorded rulebook version
-        // evaluated to false. Listing those too made the record several times larger
-        // (it is written for every claim) and told an auditor nothing the rulebook
-        // version does not.
-        let trace: Vec<&TraceEntry> = self.trace.iter().filter(|t| t.matched || t.error).collect();
-        let details = serde_json::json!({
-            "outcome": self.outcome, "status": self.status, "approved_amount": self.approved_amount,
-            "fraud_score": self.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": self.rulebook_version,
-            "reasons": self.reasons, "rules_evaluated": self.trace.len(), "trace": trace, "task_id": self.task_id,
-        });
-        crate::store::AuditEntry {
-            audit_id: self.audit_id.clone(),
-            tenant_id: self.tenant_id.clone(),
-            at: self.decided_at_ms,
-            actor: actor.to_owned(),
-            action: action.to_owned(),
-            entity_type: "claim".into(),
-            entity_id: self.claim_id.clone(),
-            details: details.to_string(),
-        }
-    }
-}
-
-/// A stable id for `what` of a claim.
-pub fn derived_id(prefix: &str, tenant_id: &str, claim_id: &str, what: &str) -> String {
-    format!("{prefix}_{}", name_hash(tenant_id, claim_id, what).simple())
-}
-
-/// A stable id for `what` of a claim that sorts by `at_ms` (a time fixed for the claim,
-/// such as its receipt): 12 hex digits of the time, then 20 of the name's hash; as
-/// long as a [`derived_id`]. For the ids that key the store's busiest tables (audit
-/// records, review tasks): a random id lands each insert on a different page of the
-/// table's index, so a batch rewrote about one page per row; ids in time order fill the
-/// index's last pages.
-pub fn ordered_id(prefix: &str, at_ms: i64, tenant_id: &str, claim_id: &str, what: &str) -> String {
-    let hash = name_hash(tenant_id, claim_id, what).simple().to_string();
-    let at = (at_ms.max(0) as u64) & 0xffff_ffff_ffff;
-    format!("{prefix}_{at:012x}{}", &hash[..20])
-}
-
-fn name_hash(tenant_id: &str, claim_id: &str, what: &str) -> uuid::Uuid {
-    let name = format!("{tenant_id}/{claim_id}/{what}");
-    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes())
-}
 
 /// Review priority: higher first; fraud risk weighs most, then the amount at stake.
 pub fn priority(fraud_score: f64, amount: i64) -> i64 {
@@ -213,30 +123,26 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         .then(|| ordered_id("tsk", received, tenant_id, claim_id, "review"));
     let prio = priority(fraud_score, amount);
     let timestamp = ms_to_rfc3339(now_ms);
-    let event = |kind: &str, data: serde_json::Value| DomainEvent {
-        id: derived_id("evt", tenant_id, claim_id, kind),
-        event: kind.to_owned(),
-        tenant_id: tenant_id.to_owned(),
-        timestamp: timestamp.clone(),
-        data,
+    let event = |kind: EventKind, data: serde_json::Value| {
+        DomainEvent::new(kind, tenant_id, claim_id, timestamp.clone(), data)
     };
     let mut events = Vec::new();
     match outcome {
         Outcome::Blocked => {
             let b = blocking_rule.as_ref();
-            events.push(event("claim.blocked", serde_json::json!({
+            events.push(event(EventKind::ClaimBlocked, serde_json::json!({
                 "claim_id": claim_id, "status": status, "outcome": outcome,
                 "rule_id": b.map(|h| h.rule_id.to_string()), "reason_code": b.map(|h| h.reason_code.to_string()),
                 "audit_id": audit_id,
             })));
         }
         Outcome::Flagged => {
-            events.push(event("claim.flagged", serde_json::json!({
+            events.push(event(EventKind::ClaimFlagged, serde_json::json!({
                 "claim_id": claim_id, "status": status, "outcome": outcome, "fraud_score": fraud_score,
                 "reasons": reasons, "task_id": task_id, "audit_id": audit_id,
             })));
             events.push(event(
-                "workflow.task.created",
+                EventKind::WorkflowTaskCreated,
                 serde_json::json!({
                     "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
                 }),
@@ -244,7 +150,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         }
         _ => {}
     }
-    events.push(event("claim.completed", serde_json::json!({
+    events.push(event(EventKind::ClaimCompleted, serde_json::json!({
         "claim_id": claim_id, "status": status, "outcome": outcome, "approved_amount": approved_amount,
         "fraud_score": fraud_score, "audit_id": audit_id,
     })));
@@ -322,30 +228,8 @@ mod tests {
     use schemas::rulebook::RuleAction;
 
     use super::*;
-    use crate::intake::ClaimSubmitted;
-    use crate::rules::{Evaluation, RuleHit};
-    use crate::stages::fraud::FraudReason;
-
-    #[test]
-    fn ordered_ids_are_stable_and_sort_by_their_time() {
-        let a = ordered_id("aud", 1_700_000_000_000, "t1", "CLM-9", "intake");
-        assert_eq!(
-            a,
-            ordered_id("aud", 1_700_000_000_000, "t1", "CLM-9", "intake")
-        );
-        assert_eq!(a.len(), derived_id("aud", "t1", "CLM-9", "intake").len());
-        assert_ne!(
-            a,
-            ordered_id("aud", 1_700_000_000_000, "t1", "CLM-9", "decision-1")
-        );
-        assert_ne!(
-            a,
-            ordered_id("aud", 1_700_000_000_000, "t2", "CLM-9", "intake")
-        );
-        // A later claim's id sorts after, whatever its name.
-        assert!(a < ordered_id("aud", 1_700_000_000_001, "t1", "CLM-1", "intake"));
-        assert!(ordered_id("tsk", 255, "t", "c", "review").starts_with("tsk_0000000000ff"));
-    }
+    use crate::model::{ClaimSubmitted, FraudReason, FraudScore};
+    use crate::rules::{Evaluation, RuleHit, TraceEntry};
 
     fn claim(amount: i64) -> ClaimInProcess {
         let mut c = ClaimInProcess::new(ClaimSubmitted {

@@ -36,28 +36,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::record::ClaimInProcess;
 use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::bus::{Bus, Record, TopicSpec};
+use crate::model::{ClaimInProcess, FraudReason, FraudScore};
 use crate::topics::Topics;
 
 pub const MODEL_VERSION: &str = "fraud-v1";
 /// Fingerprints kept per member: enough for days of a busy member's claims.
 const MEMBER_MEMORY: usize = 200;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FraudReason {
-    pub code: String,
-    pub contribution: f64,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FraudScore {
-    pub fraud_score: f64,
-    pub model_version: String,
-    pub reasons: Vec<FraudReason>,
-}
 
 /// Running amount statistics of one provider (Welford).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -530,7 +516,7 @@ impl Fraud {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::ClaimSubmitted;
+    use crate::model::ClaimSubmitted;
     use crate::rules::MemberHistory;
 
     fn claim(id: &str, member: &str, amount: i64, codes: &[&str]) -> ClaimInProcess {

@@ -16,7 +16,6 @@ pub mod chain;
 pub mod decide;
 pub mod fraud;
 pub mod ocr;
-pub mod record;
 pub mod rules;
 pub mod runner;
 pub mod scan;
@@ -26,7 +25,6 @@ pub mod validate;
 pub mod webhooks;
 pub mod workflow;
 
-pub use record::ClaimInProcess;
 pub use runner::{run, Stage, StageError};
 
 use tokio::sync::watch;

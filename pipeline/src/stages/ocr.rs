@@ -5,11 +5,11 @@
 
 use schemas::upload::{FailureView, UploadReceived, UploadStatus, UploadView, Verdict};
 
-use super::decide::DomainEvent;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::now_ms;
-use crate::intake::claim_key;
+use crate::model::claim_key;
+use crate::model::DomainEvent;
 use crate::store::{Store, UploadChange};
 use crate::topics::Topics;
 use crate::uploads::ocr::extract;

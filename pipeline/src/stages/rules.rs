@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::record::ClaimInProcess;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
+use crate::model::ClaimInProcess;
 use crate::rules::{
     ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberHistory, RulebookCache,
 };
@@ -142,7 +142,7 @@ mod tests {
     use schemas::rulebook::{Rule, RuleAction};
 
     use super::*;
-    use crate::intake::ClaimSubmitted;
+    use crate::model::ClaimSubmitted;
     use crate::rules::compile;
 
     fn claim() -> ClaimInProcess {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::bus::{Bus, BusError, Consumer, Message, Record, TopicSpec};
+use crate::retry::backoff;
 
 /// Stage failures, by reaction.
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +87,6 @@ pub(crate) async fn handle_then_publish<S: Stage + ?Sized>(
         .await?;
     tracing::debug!(stage = stage.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
     Ok(())
-}
-
-/// Backoff between retries of a failing batch (or any other store work retried in a
-/// loop): 100 ms doubling to 5 s.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << attempt.min(6))).min(Duration::from_secs(5))
 }
 
 /// Runs `stage` until `shutdown` turns true; finishes the batch in hand first.

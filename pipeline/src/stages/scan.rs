@@ -12,7 +12,7 @@ use schemas::upload::{FailureView, UploadReceived, UploadStatus, Verdict};
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::now_ms;
-use crate::intake::claim_key;
+use crate::model::claim_key;
 use crate::store::{Store, UploadChange};
 use crate::topics::Topics;
 use crate::uploads::scan::{scan_file, ScanAnswer};

@@ -6,9 +6,9 @@
 //! different one of the same version (see [`Store::write_decisions`]) publishes nothing,
 //! so the events always tell the decision the store holds.
 
-use super::decide::Decision;
 use super::runner::{decode_all, message, Outputs, Stage, StageError};
 use crate::bus::{Message, Record, TopicSpec};
+use crate::model::Decision;
 use crate::store::Store;
 use crate::topics::Topics;
 
@@ -51,6 +51,6 @@ pub fn announcements(topics: &Topics, decisions: &[Decision], held: &[bool]) -> 
 
 /// A decision's events as `claims.events` carries them, keyed by its claim.
 pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
-    let key = crate::intake::claim_key(&d.tenant_id, &d.claim_id);
+    let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
     d.events.iter().map(move |e| message(key.clone(), e))
 }

@@ -26,7 +26,8 @@ use super::runner::{encode, Outputs, Stage, StageError};
 use crate::bus::{Bus, Record, TopicSpec};
 use crate::config_cache::ActiveRulebook;
 use crate::config_cache::ConfigCache;
-use crate::intake::{self, claim_key, ClaimSubmitted};
+use crate::intake;
+use crate::model::{claim_key, ClaimSubmitted};
 use crate::store::Store;
 use crate::topics::Topics;
 

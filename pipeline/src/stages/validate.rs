@@ -6,11 +6,11 @@
 use schemas::claim::Reason;
 use schemas::Date;
 
-use super::record::ClaimInProcess;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::config_cache::ConfigCache;
-use crate::intake::ClaimSubmitted;
+use crate::model::ClaimInProcess;
+use crate::model::ClaimSubmitted;
 use crate::rules::{ContractFacts, ProviderFacts};
 use crate::store::Contracted;
 use crate::topics::Topics;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::decide::DomainEvent;
 use super::runner::{decode_all, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
+use crate::model::DomainEvent;
 use crate::store::{NewDelivery, Store, Subscription};
 use crate::topics::Topics;
 use crate::webhooks::signing::{unsigned_body, Envelope};

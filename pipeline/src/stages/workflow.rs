@@ -7,11 +7,10 @@
 use schemas::claim::{ClaimStatus, ClaimView, Outcome};
 use schemas::workflow::TaskAction;
 
-use super::decide::{derived_id, Decision, DomainEvent};
-use super::fraud::FraudScore;
 use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
+use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
 use crate::store::Store;
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
@@ -41,24 +40,24 @@ pub fn process(
     let audit_id = derived_id("aud", t, c, "decision-2");
     let fraud_score = fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
-    let event = |kind: &str, data: serde_json::Value| DomainEvent {
+    let event = |kind: EventKind, data: serde_json::Value| DomainEvent {
         // Distinct from the automatic decision's events of the same kind.
         id: derived_id("evt", t, c, &format!("review/{kind}")),
-        event: kind.to_owned(),
+        event: kind.as_str().to_owned(),
         tenant_id: t.to_owned(),
         timestamp: timestamp.clone(),
         data,
     };
     let first = match outcome {
         Outcome::Approved => event(
-            "claim.approved",
+            EventKind::ClaimApproved,
             serde_json::json!({
                 "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
                 "officer": cmd.officer, "audit_id": audit_id,
             }),
         ),
         _ => event(
-            "claim.declined",
+            EventKind::ClaimDeclined,
             serde_json::json!({
                 "claim_id": c, "provider_id": claim.submission.provider_id.as_str(), "status": status,
                 "outcome": outcome,
@@ -68,7 +67,7 @@ pub fn process(
         ),
     };
     let completed = event(
-        "claim.completed",
+        EventKind::ClaimCompleted,
         serde_json::json!({
             "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
             "fraud_score": fraud_score, "audit_id": audit_id,

@@ -3,11 +3,43 @@
 //! to a higher `version`, the audit record and the task are keyed by ids derived from the
 //! claim, so a redelivered decision changes nothing.
 
-use schemas::claim::ClaimStatus;
+use schemas::claim::{ClaimStatus, Outcome};
 
-use super::audit::{self, PreparedEntry};
+use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
-use crate::stages::decide::Decision;
+use crate::model::Decision;
+use crate::rules::TraceEntry;
+
+impl Decision {
+    /// The decision's audit record.
+    pub fn audit_entry(&self) -> AuditEntry {
+        let (actor, action) = match (&self.officer, self.outcome) {
+            (None, _) => ("pipeline", "claim.decided"),
+            (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
+            (Some(o), _) => (o.as_str(), "claim.approved"),
+        };
+        // The rules that matched or failed; the others of the recorded rulebook version
+        // evaluated to false. Listing those too made the record several times larger
+        // (it is written for every claim) and told an auditor nothing the rulebook
+        // version does not.
+        let trace: Vec<&TraceEntry> = self.trace.iter().filter(|t| t.matched || t.error).collect();
+        let details = serde_json::json!({
+            "outcome": self.outcome, "status": self.status, "approved_amount": self.approved_amount,
+            "fraud_score": self.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": self.rulebook_version,
+            "reasons": self.reasons, "rules_evaluated": self.trace.len(), "trace": trace, "task_id": self.task_id,
+        });
+        AuditEntry {
+            audit_id: self.audit_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            at: self.decided_at_ms,
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            entity_type: "claim".into(),
+            entity_id: self.claim_id.clone(),
+            details: details.to_string(),
+        }
+    }
+}
 
 /// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;

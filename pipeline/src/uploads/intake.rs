@@ -5,8 +5,9 @@
 use schemas::upload::UploadReceived;
 
 use crate::bus::{Bus, Message, TopicSpec};
-use crate::intake::{claim_key, into_store};
-use crate::stages::decide::DomainEvent;
+use crate::intake::into_store;
+use crate::model::claim_key;
+use crate::model::DomainEvent;
 use crate::store::uploads::insert_upload_in;
 use crate::store::{NewUpload, Store, StoreError};
 

@@ -11,7 +11,7 @@ pub mod screen;
 pub use objects::ObjectStore;
 pub use screen::{Screen, Screened};
 
-use crate::stages::decide::{derived_id, DomainEvent};
+use crate::model::{DomainEvent, EventKind};
 
 /// `upload.failed` (contract: Events): `error_code` is the error's code, `reason` one of
 /// `virus_detected` and `processing_error`.
@@ -23,12 +23,12 @@ pub fn failed_event(
     message: &str,
     timestamp: String,
 ) -> DomainEvent {
-    DomainEvent {
-        id: derived_id("evt", tenant_id, upload_id, "upload.failed"),
-        event: "upload.failed".into(),
-        tenant_id: tenant_id.into(),
+    DomainEvent::new(
+        EventKind::UploadFailed,
+        tenant_id,
+        upload_id,
         timestamp,
-        data: serde_json::json!({
+        serde_json::json!({
             "upload_id": upload_id,
             "claim_id": claim_id,
             "status": "failed",
@@ -36,7 +36,7 @@ pub fn failed_event(
             "reason": reason.as_str(),
             "message": message,
         }),
-    }
+    )
 }
 
 /// Why an upload failed.
@@ -74,12 +74,12 @@ pub struct UploadSettings {
 
 /// `upload.completed` (contract: Events).
 pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &str) -> DomainEvent {
-    DomainEvent {
-        id: derived_id("evt", tenant_id, &u.upload_id, "upload.completed"),
-        event: "upload.completed".into(),
-        tenant_id: tenant_id.into(),
-        timestamp: u.updated_at.clone(),
-        data: serde_json::json!({
+    DomainEvent::new(
+        EventKind::UploadCompleted,
+        tenant_id,
+        &u.upload_id,
+        u.updated_at.clone(),
+        serde_json::json!({
             "upload_id": u.upload_id,
             "claim_id": u.claim_id,
             "status": u.status,
@@ -88,7 +88,7 @@ pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &str) -> Doma
             "sha256": u.sha256,
             "pages": u.ocr.as_ref().map(|o| o.pages).unwrap_or(0),
         }),
-    }
+    )
 }
 
 /// `upload.failed` for an upload whose row says it failed.

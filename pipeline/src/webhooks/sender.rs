@@ -26,7 +26,7 @@ use super::guard::{check_literal, GuardedResolver};
 use super::schedule::after_failure;
 use super::signing::sign;
 use crate::clock::now_ms;
-use crate::stages::runner::backoff;
+use crate::retry::backoff;
 use crate::store::{AttemptOutcome, DueDelivery, Store};
 
 /// The receiver's time to answer (spec: Limits).

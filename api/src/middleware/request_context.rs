@@ -13,7 +13,7 @@ use axum::response::Response;
 use schemas::{ErrorBody, ErrorDetail};
 use tracing::Instrument;
 
-use super::error::ErrorPayload;
+use crate::http::error::ErrorPayload;
 use crate::state::AppState;
 
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

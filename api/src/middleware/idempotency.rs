@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
-use crate::auth::principal::Principal;
+use crate::auth::principal::Authentication;
 use crate::http::error::{ApiError, ErrorPayload};
 use crate::state::AppState;
 
@@ -70,7 +70,9 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
             .into_response()
         }
     };
-    let Some(principal) = req.extensions().get::<Principal>().cloned() else {
+    let Some(Authentication::Authenticated(principal)) =
+        req.extensions().get::<Authentication>().cloned()
+    else {
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();

@@ -1,11 +1,34 @@
-//! The record that travels through the stages: the intake command, enriched by each
-//! stage in turn. A stage fills its own part and passes the rest on unchanged.
+//! A claim on its way through the pipeline: the intake command as accepted, then the
+//! record that travels through the stages, enriched by each stage in turn. A stage
+//! fills its own part and passes the rest on unchanged.
 
-use schemas::claim::Reason;
+use schemas::claim::{ClaimSubmission, Reason};
 use serde::{Deserialize, Serialize};
 
-use crate::intake::ClaimSubmitted;
+use crate::model::FraudScore;
 use crate::rules::{ContractFacts, Evaluation, MemberHistory, ProviderFacts};
+
+/// The record on the intake topic: the claim as submitted and what intake decided
+/// about its context, so that processing uses the rulebook current at intake.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimSubmitted {
+    pub tenant_id: String,
+    pub claim: ClaimSubmission,
+    pub rulebook_id: String,
+    pub rulebook_version: i64,
+    pub received_at_ms: i64,
+}
+
+impl ClaimSubmitted {
+    /// Records of one claim share a key, so they stay in order in one partition.
+    pub fn key(&self) -> String {
+        claim_key(&self.tenant_id, self.claim.claim_id.as_str())
+    }
+}
+
+pub fn claim_key(tenant_id: &str, claim_id: &str) -> String {
+    format!("{tenant_id}/{claim_id}")
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimInProcess {
@@ -26,7 +49,7 @@ pub struct ClaimInProcess {
     pub rules: Option<Evaluation>,
     /// Set by fraud.
     #[serde(default)]
-    pub fraud: Option<super::fraud::FraudScore>,
+    pub fraud: Option<FraudScore>,
 }
 
 impl ClaimInProcess {

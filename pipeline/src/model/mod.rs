@@ -1,0 +1,16 @@
+//! The domain model the stages, the store and the bus all speak: the claim as it moves
+//! through the pipeline, the decision on it, the domain events it causes, its fraud
+//! score, and the ids derived from it. It imports none of them, so each can depend on it
+//! without depending on the others.
+
+pub mod claim;
+pub mod decision;
+pub mod event;
+pub mod fraud;
+pub mod ids;
+
+pub use claim::{claim_key, ClaimInProcess, ClaimSubmitted};
+pub use decision::Decision;
+pub use event::{DomainEvent, EventKind};
+pub use fraud::{FraudReason, FraudScore};
+pub use ids::{derived_id, ordered_id};
