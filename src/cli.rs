@@ -30,6 +30,12 @@ pub enum Command {
         #[command(subcommand)]
         command: Option<TopicsCommand>,
     },
+    /// Records the stages parked because they cannot be processed as they are: list
+    /// them, show one, or put them back on their topics once the cause is fixed.
+    DeadLetters {
+        #[command(subcommand)]
+        command: DeadLettersCommand,
+    },
     /// Operator commands; they print JSON and work while `serve` runs.
     Admin {
         #[command(subcommand)]
@@ -62,6 +68,29 @@ pub struct TailArgs {
     /// How many of the latest records (1-10,000).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=10_000))]
     pub limit: u16,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeadLettersCommand {
+    /// The parked records not yet redriven (`--all`: those too), oldest first.
+    List(ListDeadLettersArgs),
+    /// One parked record with its value.
+    Show(ShowDeadLetterArgs),
+    /// Put every parked record not yet redriven back on its source topic, in order.
+    Redrive,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListDeadLettersArgs {
+    /// Include the records already redriven.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ShowDeadLetterArgs {
+    /// The record's id, as `list` prints it.
+    pub id: i64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod dead_letters;
 pub mod demo;
 pub mod open;
 pub mod output;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 None => topics::list(&config).await,
                 Some(TopicsCommand::Tail(args)) => topics::tail(&config, args).await,
             },
+            Command::DeadLetters { command } => dead_letters::run(&config, command).await,
             Command::Admin { command } => match command {
                 AdminCommand::CreateTenant(args) => admin::create_tenant(&config, args).await,
                 AdminCommand::CreateUser(args) => admin::create_user(&config, args).await,

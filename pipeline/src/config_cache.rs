@@ -1,5 +1,5 @@
 //! Tenant configuration as the hot path reads it: settings, the active rulebook
-//! (compiled) and "is this provider contracted today", kept in memory so that intake and
+//! (its id and version) and "is this provider contracted today", kept in memory so that intake and
 //! the stages do not ask the store for every claim.
 //!
 //! Staleness bound: an entry lives at most `ttl` (`CLAIMS_CONFIG_CACHE_TTL_MS`, default
@@ -11,24 +11,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moka::future::Cache;
-use schemas::rulebook::Rulebook;
 use schemas::tenant::TenantSettings;
 use schemas::Date;
 
-use crate::rules::{CompiledRulebook, RulebookCache};
 use crate::store::{Contracted, Store, StoreError};
 
-/// The active rulebook with its compiled rules.
+/// Which rulebook is active, and its version.
 #[derive(Debug, Clone)]
 pub struct ActiveRulebook {
-    pub rulebook: Arc<Rulebook>,
-    pub compiled: Arc<CompiledRulebook>,
+    pub rulebook_id: String,
+    pub version: i64,
 }
 
 #[derive(Clone)]
 pub struct ConfigCache {
     store: Store,
-    compiled: RulebookCache,
     settings: Cache<String, TenantSettings>,
     rulebooks: Cache<String, Option<ActiveRulebook>>,
     contracts: Cache<(String, String, Date), Option<Arc<Contracted>>>,
@@ -49,7 +46,6 @@ impl ConfigCache {
     pub fn new(store: Store, ttl: Duration) -> Self {
         Self {
             store,
-            compiled: RulebookCache::default(),
             settings: Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(ttl)
@@ -77,32 +73,22 @@ impl ConfigCache {
             .await?)
     }
 
-    /// The tenant's active rulebook, compiled; `None` when none is published.
+    /// The id and version of the tenant's active rulebook; `None` when none is
+    /// published. Intake records them on each claim; the rules stage compiles the rules.
     pub async fn active_rulebook(
         &self,
         tenant_id: &str,
     ) -> Result<Option<ActiveRulebook>, CacheError> {
-        let (store, compiled) = (&self.store, &self.compiled);
+        let store = &self.store;
         Ok(self
             .rulebooks
             .try_get_with_by_ref(tenant_id, async move {
-                let Some(rb) = store.active_rulebook(tenant_id).await? else {
-                    return Ok::<_, StoreError>(None);
-                };
-                // A stored rulebook compiled when it was created; failing now would mean
-                // the engine changed under it, which is a bug to report, not to hide.
-                let c = compiled
-                    .get_or_compile(tenant_id, &rb.rulebook_id, &rb.rules)
-                    .map_err(|e| {
-                        StoreError::Config(format!(
-                            "rulebook {} no longer compiles: {e}",
-                            rb.rulebook_id
-                        ))
-                    })?;
-                Ok(Some(ActiveRulebook {
-                    rulebook: Arc::new(rb),
-                    compiled: c,
-                }))
+                Ok::<_, StoreError>(store.active_rulebook_version(tenant_id).await?.map(
+                    |(rulebook_id, version)| ActiveRulebook {
+                        rulebook_id,
+                        version,
+                    },
+                ))
             })
             .await?)
     }

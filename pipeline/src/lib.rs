@@ -5,6 +5,7 @@ pub mod bus;
 pub mod clock;
 pub mod config_cache;
 pub mod cpu;
+pub mod dead_letters;
 pub mod intake;
 pub mod model;
 pub mod retry;

@@ -31,11 +31,18 @@ pub async fn redoc_js() -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
-        .into_response()
+    let mut body = state.metrics.render();
+    // Read from the dead-letter topic, so that it counts what every process parked.
+    match pipeline::dead_letters::total(&state.bus, &state.topics).await {
+        Ok(total) => body.push_str(&format!(
+            "# HELP claims_dead_letters_total Records the stages parked on the dead-letter topic.\n\
+             # TYPE claims_dead_letters_total counter\nclaims_dead_letters_total {total}\n"
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "The dead-letter topic could not be read for /metrics.")
+        }
+    }
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 const REDOC_JS: &[u8] = include_bytes!("../../assets/redoc.standalone.js");

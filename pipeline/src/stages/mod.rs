@@ -84,12 +84,16 @@ pub async fn spawn(
     for name in names {
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
         let t = deps.topics.clone();
+        let dead = deps.topics.dead_letter.clone();
         macro_rules! go {
             ($stage:expr) => {{
                 let stage = $stage;
                 tasks.spawn(async move {
-                    if let Err(e) = run(stage, bus, batch, rx).await {
-                        tracing::error!(error = %e, "A stage stopped.");
+                    if let Err(e) = run(stage, bus, batch, dead, rx).await {
+                        // Fatal: the process cannot work; better stopped, and restarted
+                        // by its supervisor once fixed, than running without a stage.
+                        tracing::error!(error = %e, "A stage cannot go on; stopping the process.");
+                        std::process::exit(70);
                     }
                 });
             }};

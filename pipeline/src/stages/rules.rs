@@ -72,11 +72,11 @@ impl Rules {
             .store
             .rulebook(tenant_id, rulebook_id)
             .await?
-            .ok_or_else(|| StageError::Transient(format!("rulebook {rulebook_id} not found")))?;
+            .ok_or_else(|| StageError::Poison(format!("rulebook {rulebook_id} not found")))?;
         self.compiled
             .get_or_compile(tenant_id, &rb.rulebook_id, &rb.rules)
             .map_err(|e| {
-                StageError::Transient(format!("rulebook {rulebook_id} does not compile: {e}"))
+                StageError::Poison(format!("rulebook {rulebook_id} does not compile: {e}"))
             })
     }
 }

@@ -1,22 +1,37 @@
 //! Drives a stage on the bus without loss: a batch's outputs and its offsets commit
-//! together, so the group moves past a batch exactly when its outputs are durable. A failure to gather state
-//! or to publish is transient: the same batch is retried with backoff, so the partition
-//! waits rather than skipping work. A record that cannot be decoded is a poison record:
-//! it is logged and parked on the dead-letter topic, and the batch goes on without it.
+//! together, so the group moves past a batch exactly when its outputs are durable.
+//! Failures are classified by how the runner reacts ([`StageError`]):
+//! - transient (the store or the bus did not answer): the same batch is retried with
+//!   backoff, so the partition waits rather than skipping work;
+//! - poison (a record that can never succeed as it is: it does not decode, its rulebook
+//!   is missing or does not compile, stored data it needs is corrupt): the batch is
+//!   handled again a record at a time, and each record that fails so is parked on the
+//!   dead-letter topic with the stage, the error and its source position
+//!   ([`crate::dead_letters`]), and the stage goes on with the next;
+//! - fatal (the process cannot work, such as a database of an unknown schema): the
+//!   stage stops the process with the reason.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::bus::{Bus, BusError, Consumer, Message, Record, TopicSpec};
+use crate::dead_letters::DeadLetter;
 use crate::retry::backoff;
+use crate::store::StoreError;
 
-/// Stage failures, by reaction.
+/// Stage failures, by how the runner reacts.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
+    /// A record of the batch can never succeed as it is: parked, and the stage goes on.
+    #[error("{0}")]
+    Poison(String),
     /// Worth retrying: the store or the bus did not answer.
     #[error("transient: {0}")]
     Transient(String),
+    /// The process cannot go on.
+    #[error("fatal: {0}")]
+    Fatal(String),
 }
 
 impl From<BusError> for StageError {
@@ -25,9 +40,13 @@ impl From<BusError> for StageError {
     }
 }
 
-impl From<crate::store::StoreError> for StageError {
-    fn from(e: crate::store::StoreError) -> Self {
-        StageError::Transient(e.to_string())
+impl From<StoreError> for StageError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Corrupt(_) => StageError::Poison(e.to_string()),
+            StoreError::Migration(_) => StageError::Fatal(e.to_string()),
+            _ => StageError::Transient(e.to_string()),
+        }
     }
 }
 
@@ -89,13 +108,15 @@ pub(crate) async fn handle_then_publish<S: Stage + ?Sized>(
     Ok(())
 }
 
-/// Runs `stage` until `shutdown` turns true; finishes the batch in hand first.
+/// Runs `stage` until `shutdown` turns true; finishes the batch in hand first. Parks
+/// poison records on `dead_letter`. Answers a fatal error.
 pub async fn run<S: Stage>(
     mut stage: S,
     bus: Bus,
     batch_size: usize,
+    dead_letter: TopicSpec,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), BusError> {
+) -> Result<(), StageError> {
     let mut consumer = bus.consumer(stage.name(), &[stage.input()]).await?;
     loop {
         if *shutdown.borrow() {
@@ -119,21 +140,77 @@ pub async fn run<S: Stage>(
         // Before the batch, which may come from the partitions just taken over.
         if consumer.reassigned() {
             let mut attempt = 0;
-            while let Err(e) = stage.reassigned(&bus).await {
-                tracing::warn!(stage = stage.name(), error = %e, "Restoring state failed; retrying.");
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
+            loop {
+                match stage.reassigned(&bus).await {
+                    Ok(()) => break,
+                    Err(StageError::Fatal(e)) => return Err(StageError::Fatal(e)),
+                    Err(e) => {
+                        tracing::warn!(stage = stage.name(), error = %e, "Restoring state failed; retrying.");
+                        tokio::time::sleep(backoff(attempt)).await;
+                        attempt += 1;
+                    }
+                }
             }
         }
-        let mut attempt = 0;
-        while let Err(e) = stage.handle_and_commit(&batch, &mut consumer).await {
-            tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
-            tokio::time::sleep(backoff(attempt)).await;
-            attempt += 1;
+        if let Err(poison) = until_done(&mut stage, &batch, &mut consumer).await? {
+            tracing::warn!(stage = stage.name(), records = batch.len(), error = %poison, "A batch holds a record that cannot be processed; handling its records one at a time.");
+            stage.settle().await;
+            for record in &batch {
+                let one = std::slice::from_ref(record);
+                if let Err(poison) = until_done(&mut stage, one, &mut consumer).await? {
+                    stage.settle().await;
+                    park(stage.name(), &poison, record, &dead_letter, &mut consumer).await;
+                }
+            }
         }
     }
     stage.settle().await;
     Ok(())
+}
+
+/// Handles and commits `batch`, retrying transient failures with backoff: `Ok(Ok)`
+/// once done, `Ok(Err(reason))` when a record of it is poison, `Err` when fatal.
+async fn until_done<S: Stage>(
+    stage: &mut S,
+    batch: &[Record],
+    consumer: &mut Consumer,
+) -> Result<Result<(), String>, StageError> {
+    let mut attempt = 0;
+    loop {
+        match stage.handle_and_commit(batch, consumer).await {
+            Ok(()) => return Ok(Ok(())),
+            Err(StageError::Poison(reason)) => return Ok(Err(reason)),
+            Err(StageError::Fatal(e)) => return Err(StageError::Fatal(e)),
+            Err(StageError::Transient(e)) => {
+                tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// Puts `record` on the dead-letter topic with why, and moves the group past it, in one
+/// commit; retried until done, as the partition cannot go on before.
+async fn park(
+    stage: &str,
+    reason: &str,
+    record: &Record,
+    dead_letter: &TopicSpec,
+    consumer: &mut Consumer,
+) {
+    tracing::error!(stage, topic = %record.topic, partition = record.partition, offset = record.offset, key = %record.key, error = %reason, "Parking a record on the dead-letter topic.");
+    let letter = DeadLetter::of(stage, reason, record).message();
+    let outputs = [(dead_letter.clone(), vec![letter])];
+    let mut attempt = 0;
+    while let Err(e) = consumer
+        .publish_and_commit(&outputs, std::slice::from_ref(record))
+        .await
+    {
+        tracing::warn!(stage, error = %e, attempt, "Parking a record failed; retrying.");
+        tokio::time::sleep(backoff(attempt)).await;
+        attempt += 1;
+    }
 }
 
 /// Groups outputs by topic, keeping their order within each topic.
@@ -160,13 +237,8 @@ pub fn decode<T: serde::de::DeserializeOwned>(
         Ok(v) => Some(v),
         Err(e) => {
             tracing::error!(stage, topic = %r.topic, partition = r.partition, offset = r.offset, error = %e, "Parking an undecodable record.");
-            out.push((
-                dead.clone(),
-                Message {
-                    key: r.key.clone(),
-                    value: r.value.clone(),
-                },
-            ));
+            let reason = format!("the record does not decode: {e}");
+            out.push((dead.clone(), DeadLetter::of(stage, &reason, r).message()));
             None
         }
     }
@@ -195,8 +267,10 @@ pub fn encode<T: serde::Serialize>(
 
 /// A value as a record's JSON, under `key`.
 pub fn message<T: serde::Serialize>(key: String, value: &T) -> Message {
-    Message {
-        key,
-        value: serde_json::to_vec(value).unwrap_or_default(),
-    }
+    // serde_json fails only on a map whose keys are not strings or a `Serialize` that
+    // errs; no record type has either, so a failure is a bug that must not publish an
+    // empty record.
+    let value = serde_json::to_vec(value)
+        .unwrap_or_else(|e| panic!("a record of key {key} does not serialise: {e}"));
+    Message { key, value }
 }

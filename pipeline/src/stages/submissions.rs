@@ -153,8 +153,8 @@ pub fn check(
     Ok(ClaimSubmitted {
         tenant_id: tenant_id.to_owned(),
         claim,
-        rulebook_id: rb.rulebook.rulebook_id.clone(),
-        rulebook_version: rb.rulebook.version,
+        rulebook_id: rb.rulebook_id.clone(),
+        rulebook_version: rb.version,
         received_at_ms,
     })
 }

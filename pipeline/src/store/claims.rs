@@ -3,6 +3,7 @@
 
 use schemas::claim::{ClaimStatus, ClaimSubmission, ClaimView, Outcome, Reason};
 
+use super::error::parsed;
 use super::{placeholders, values_list, Store, StoreError};
 use crate::clock::ms_to_rfc3339;
 
@@ -24,21 +25,31 @@ struct ClaimRow {
 
 impl ClaimRow {
     fn into_view(self) -> Result<ClaimView, StoreError> {
-        let submission: ClaimSubmission = serde_json::from_str(&self.submission).map_err(|e| {
-            StoreError::Config(format!(
-                "claim {} has an unreadable submission: {e}",
-                self.claim_id
-            ))
+        let id = &self.claim_id;
+        let submission: ClaimSubmission = parsed(serde_json::from_str(&self.submission), || {
+            format!("claim {id}: submission")
+        })?;
+        let status = parsed(ClaimStatus::parse(&self.status).ok_or(&self.status), || {
+            format!("claim {id}: status")
+        })?;
+        let outcome = match self.outcome.as_deref() {
+            Some(o) => Some(parsed(Outcome::parse(o).ok_or(o), || {
+                format!("claim {id}: outcome")
+            })?),
+            None => None,
+        };
+        let reasons = parsed(serde_json::from_str::<Vec<Reason>>(&self.reasons), || {
+            format!("claim {id}: reasons")
         })?;
         Ok(ClaimView {
             submission,
-            status: ClaimStatus::parse(&self.status).unwrap_or(ClaimStatus::Processing),
-            outcome: self.outcome.as_deref().and_then(Outcome::parse),
+            status,
+            outcome,
             approved_amount: self.approved_amount,
             fraud_score: self.fraud_score,
             audit_id: self.audit_id,
             rulebook_version: self.rulebook_version,
-            reasons: serde_json::from_str::<Vec<Reason>>(&self.reasons).unwrap_or_default(),
+            reasons,
             task_id: self.task_id,
             received_at: ms_to_rfc3339(self.received_at),
             updated_at: ms_to_rfc3339(self.updated_at),

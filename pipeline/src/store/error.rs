@@ -16,6 +16,10 @@ pub enum StoreError {
     Migration(String),
     #[error("store configuration: {0}")]
     Config(String),
+    /// Stored data that does not parse: a bug or a hand edit, never read as a default.
+    /// A stage parks the record that needed it (see `stages::runner`).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
     #[error("store error: {0}")]
     Other(#[source] sqlx::Error),
 }
@@ -43,6 +47,15 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// A stored column parsed: `what` names it for the error (`rulebook rb_1: rules`), and a
+/// value that does not parse is [`StoreError::Corrupt`].
+pub(crate) fn parsed<T, E: std::fmt::Display>(
+    value: Result<T, E>,
+    what: impl FnOnce() -> String,
+) -> Result<T, StoreError> {
+    value.map_err(|e| StoreError::Corrupt(format!("{}: {e}", what())))
+}
+
 impl StoreError {
     /// The same error for another caller, of the same kind (the driver's own error
     /// kept as text): one failed transaction of several callers answers each of them.
@@ -54,6 +67,7 @@ impl StoreError {
             StoreError::Unavailable(e) => StoreError::Unavailable(text(e)),
             StoreError::Migration(s) => StoreError::Migration(s.clone()),
             StoreError::Config(s) => StoreError::Config(s.clone()),
+            StoreError::Corrupt(s) => StoreError::Corrupt(s.clone()),
             StoreError::Other(e) => StoreError::Other(text(e)),
         }
     }

@@ -6,6 +6,7 @@
 use schemas::rulebook::{Rule, Rulebook, RulebookStatus};
 
 use super::audit::AuditEntry;
+use super::error::parsed;
 use super::{Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 
@@ -20,17 +21,26 @@ struct RulebookRow {
     published_at: Option<i64>,
 }
 
-impl From<RulebookRow> for Rulebook {
-    fn from(r: RulebookRow) -> Self {
-        Rulebook {
+impl TryFrom<RulebookRow> for Rulebook {
+    type Error = StoreError;
+
+    /// Rules that do not parse are an error: read as no rules, a corrupt rulebook would
+    /// approve every claim.
+    fn try_from(r: RulebookRow) -> Result<Self, StoreError> {
+        let id = &r.rulebook_id;
+        Ok(Rulebook {
+            status: parsed(RulebookStatus::parse(&r.status).ok_or(&r.status), || {
+                format!("rulebook {id}: status")
+            })?,
+            rules: parsed(serde_json::from_str::<Vec<Rule>>(&r.rules), || {
+                format!("rulebook {id}: rules")
+            })?,
             rulebook_id: r.rulebook_id,
             version: r.version,
             name: r.name,
-            status: RulebookStatus::parse(&r.status).unwrap_or(RulebookStatus::Retired),
-            rules: serde_json::from_str::<Vec<Rule>>(&r.rules).unwrap_or_default(),
             created_at: ms_to_rfc3339(r.created_at),
             published_at: r.published_at.map(ms_to_rfc3339),
-        }
+        })
     }
 }
 
@@ -96,7 +106,22 @@ impl Store {
         .bind(rulebook_id)
         .fetch_optional(self.writer())
         .await?;
-        Ok(row.map(Rulebook::from))
+        row.map(Rulebook::try_from).transpose()
+    }
+
+    /// The id and version of the tenant's active rulebook: what intake records on a
+    /// claim. Its rules are not read here; the rules stage reads and compiles them, and
+    /// parks the claims of a rulebook that cannot be (see `stages::runner`).
+    pub async fn active_rulebook_version(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as::<_, (String, i64)>(
+            "SELECT rulebook_id, version FROM rulebooks WHERE tenant_id = $1 AND status = 'active'",
+        )
+        .bind(tenant_id)
+        .fetch_optional(self.reader())
+        .await?)
     }
 
     pub async fn active_rulebook(&self, tenant_id: &str) -> Result<Option<Rulebook>, StoreError> {
@@ -106,7 +131,7 @@ impl Store {
         .bind(tenant_id)
         .fetch_optional(self.reader())
         .await?;
-        Ok(row.map(Rulebook::from))
+        row.map(Rulebook::try_from).transpose()
     }
 
     /// Rulebooks newest version first, below version `before` (exclusive).
@@ -124,7 +149,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        Ok(rows.into_iter().map(Rulebook::from).collect())
+        rows.into_iter().map(Rulebook::try_from).collect()
     }
 
     /// Makes the rulebook the tenant's only active one (publishing the active one again
