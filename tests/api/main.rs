@@ -14,6 +14,7 @@ mod auth_session;
 mod claims;
 mod config_cache;
 mod connections;
+mod dead_letters;
 mod errors;
 mod forged_tokens;
 mod fused;
