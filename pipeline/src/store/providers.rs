@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use schemas::provider::{Contract, ContractStatus, Provider};
 use schemas::Date;
 
+use super::error::parsed;
 use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
@@ -44,18 +45,27 @@ struct ContractRow {
     updated_at: i64,
 }
 
-impl From<ContractRow> for Contract {
-    fn from(r: ContractRow) -> Self {
-        Contract {
+impl TryFrom<ContractRow> for Contract {
+    type Error = StoreError;
+
+    /// A fee schedule that does not parse is an error: read as none, it would pay
+    /// every line in full.
+    fn try_from(r: ContractRow) -> Result<Self, StoreError> {
+        let id = &r.contract_id;
+        Ok(Contract {
+            status: parsed(ContractStatus::parse(&r.status).ok_or(&r.status), || {
+                format!("contract {id}: status")
+            })?,
+            fee_schedule: parsed(serde_json::from_str(&r.fee_schedule), || {
+                format!("contract {id}: fee_schedule")
+            })?,
             contract_id: r.contract_id,
             provider_id: r.provider_id,
-            status: ContractStatus::parse(&r.status).unwrap_or(ContractStatus::Suspended),
             effective_from: r.effective_from,
             effective_to: r.effective_to,
-            fee_schedule: serde_json::from_str(&r.fee_schedule).unwrap_or_default(),
             created_at: ms_to_rfc3339(r.created_at),
             updated_at: ms_to_rfc3339(r.updated_at),
-        }
+        })
     }
 }
 
@@ -213,7 +223,7 @@ impl Store {
         .bind(contract_id)
         .fetch_optional(self.writer())
         .await?;
-        Ok(row.map(Contract::from))
+        row.map(Contract::try_from).transpose()
     }
 
     /// A provider's contracts, oldest first, after the contract id `after`.
@@ -234,7 +244,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        Ok(rows.into_iter().map(Contract::from).collect())
+        rows.into_iter().map(Contract::try_from).collect()
     }
 
     /// Sets a contract's status. `terminated` is final: changing a terminated contract
@@ -295,7 +305,7 @@ impl Store {
         .bind(&day)
         .fetch_optional(self.reader())
         .await?;
-        let Some(contract) = row.map(Contract::from) else {
+        let Some(contract) = row.map(Contract::try_from).transpose()? else {
             return Ok(None);
         };
         let provider = self

@@ -5,6 +5,7 @@
 use schemas::claim::Reason;
 use schemas::workflow::{Task, TaskAction, TaskStatus};
 
+use super::error::parsed;
 use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::ms_to_rfc3339;
@@ -24,21 +25,34 @@ struct TaskRow {
     note: Option<String>,
 }
 
-impl From<TaskRow> for Task {
-    fn from(r: TaskRow) -> Self {
-        Task {
+impl TryFrom<TaskRow> for Task {
+    type Error = StoreError;
+
+    fn try_from(r: TaskRow) -> Result<Self, StoreError> {
+        let id = &r.task_id;
+        let decision = match r.decision.as_deref() {
+            Some(d) => Some(parsed(TaskAction::parse(d).ok_or(d), || {
+                format!("task {id}: decision")
+            })?),
+            None => None,
+        };
+        Ok(Task {
+            status: parsed(TaskStatus::parse(&r.status).ok_or(&r.status), || {
+                format!("task {id}: status")
+            })?,
+            reasons: parsed(serde_json::from_str::<Vec<Reason>>(&r.reasons), || {
+                format!("task {id}: reasons")
+            })?,
             task_id: r.task_id,
             claim_id: r.claim_id,
-            status: TaskStatus::parse(&r.status).unwrap_or(TaskStatus::Open),
             assignee: r.assignee,
             priority: r.priority,
-            reasons: serde_json::from_str::<Vec<Reason>>(&r.reasons).unwrap_or_default(),
             created_at: ms_to_rfc3339(r.created_at),
-            decision: r.decision.as_deref().and_then(TaskAction::parse),
+            decision,
             decided_at: r.decided_at.map(ms_to_rfc3339),
             approved_amount: r.approved_amount,
             note: r.note,
-        }
+        })
     }
 }
 
@@ -77,7 +91,7 @@ impl Store {
         .bind(task_id)
         .fetch_optional(self.reader())
         .await?;
-        Ok(row.map(Task::from))
+        row.map(Task::try_from).transpose()
     }
 
     /// A page of the queue, highest priority first, then oldest. `after` is the cursor
@@ -120,15 +134,14 @@ impl Store {
             q = q.bind(*p).bind(*c).bind(t.clone());
         }
         let rows = q.bind(limit).fetch_all(self.reader()).await?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(|r| {
                 let created = r.created_at;
-                let t = Task::from(r);
+                let t = Task::try_from(r)?;
                 let cursor = task_cursor(&t, created);
-                (t, cursor)
+                Ok((t, cursor))
             })
-            .collect())
+            .collect()
     }
 
     /// Gives the task to `user` if it is open (or already theirs).

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::error::parsed;
 use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::clock::now_ms;
@@ -59,7 +60,7 @@ impl Store {
             .await?
             .ok_or(StoreError::NotFound)?
             .settings;
-        Ok(serde_json::from_str(&raw).unwrap_or_default())
+        parsed(serde_json::from_str(&raw), || format!("tenant {tenant_id}: settings"))
     }
 
     /// Read-modify-write of the settings document. The write succeeds only if the
@@ -77,7 +78,9 @@ impl Store {
                 .await?
                 .ok_or(StoreError::NotFound)?
                 .settings;
-            let current = serde_json::from_str(&raw).unwrap_or_default();
+            let current = parsed(serde_json::from_str(&raw), || {
+                format!("tenant {tenant_id}: settings")
+            })?;
             let next = match change(&current) {
                 Ok(next) => next,
                 Err(e) => return Ok(Err(e)),

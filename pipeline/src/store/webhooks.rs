@@ -6,6 +6,7 @@
 
 use schemas::webhook::{DeliveryAttempt, Webhook};
 
+use super::error::parsed;
 use super::audit::AuditEntry;
 use super::{placeholders, values_list, Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
@@ -20,16 +21,21 @@ struct WebhookRow {
     updated_at: i64,
 }
 
-impl From<WebhookRow> for Webhook {
-    fn from(r: WebhookRow) -> Self {
-        Webhook {
+impl TryFrom<WebhookRow> for Webhook {
+    type Error = StoreError;
+
+    fn try_from(r: WebhookRow) -> Result<Self, StoreError> {
+        let id = &r.webhook_id;
+        Ok(Webhook {
+            events: parsed(serde_json::from_str(&r.events), || {
+                format!("webhook {id}: events")
+            })?,
             webhook_id: r.webhook_id,
             url: r.url,
-            events: serde_json::from_str(&r.events).unwrap_or_default(),
             enabled: r.enabled != 0,
             created_at: ms_to_rfc3339(r.created_at),
             updated_at: ms_to_rfc3339(r.updated_at),
-        }
+        })
     }
 }
 
@@ -225,7 +231,7 @@ impl Store {
         .bind(webhook_id)
         .fetch_optional(self.writer())
         .await?;
-        Ok(row.map(Webhook::from))
+        row.map(Webhook::try_from).transpose()
     }
 
     /// The tenant's subscriptions, ordered by id (ids are time-ordered).
@@ -243,7 +249,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.reader())
         .await?;
-        Ok(rows.into_iter().map(Webhook::from).collect())
+        rows.into_iter().map(Webhook::try_from).collect()
     }
 
     /// Replaces a subscription's fields; `None` when it does not exist in this tenant.
@@ -275,7 +281,7 @@ impl Store {
             self.append_audit_in(&mut tx, &[entry]).await?;
         }
         tx.commit().await?;
-        Ok(row.map(Webhook::from))
+        row.map(Webhook::try_from).transpose()
     }
 
     /// A subscription with its stored secret, for a PATCH that may keep it.
@@ -291,7 +297,8 @@ impl Store {
         .bind(webhook_id)
         .fetch_optional(self.writer())
         .await?;
-        Ok(row.map(|r| (Webhook::from(r.row), r.secret)))
+        row.map(|r| Ok((Webhook::try_from(r.row)?, r.secret)))
+            .transpose()
     }
 
     /// Deletes a subscription and cancels its pending deliveries; `false` when it does
@@ -335,13 +342,16 @@ impl Store {
         .bind(tenant_id)
         .fetch_all(self.reader())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(webhook_id, events)| Subscription {
-                webhook_id,
-                events: serde_json::from_str(&events).unwrap_or_default(),
+        rows.into_iter()
+            .map(|(webhook_id, events)| {
+                Ok(Subscription {
+                    events: parsed(serde_json::from_str(&events), || {
+                        format!("webhook {webhook_id}: events")
+                    })?,
+                    webhook_id,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Queues deliveries, due at once; a delivery queued before is left as it is, so a
