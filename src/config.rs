@@ -85,6 +85,9 @@ pub struct Settings {
     pub webhook_max_in_flight: usize,
     /// Webhook attempts in flight per subscription (`CLAIMS_WEBHOOK_PER_ENDPOINT`).
     pub webhook_per_endpoint: usize,
+    /// Milliseconds before each of a failed delivery's three retries, comma-separated
+    /// (`CLAIMS_WEBHOOK_RETRY_WAITS_MS`); the spec's 1 s, 5 s and 30 s by default.
+    pub webhook_retry_waits_ms: String,
     /// Enforce rate limits; turn off only where a gateway in front limits already
     /// (`CLAIMS_RATE_LIMIT_ENABLED`).
     pub rate_limit_enabled: bool,
@@ -149,6 +152,7 @@ impl Default for Settings {
             webhook_allow_private: false,
             webhook_max_in_flight: 256,
             webhook_per_endpoint: 16,
+            webhook_retry_waits_ms: "1000,5000,30000".into(),
             rate_limit_enabled: true,
             rate_limit_anonymous_per_minute: 600,
             api_processes: 1,
@@ -386,10 +390,28 @@ impl Config {
                 allow_private: s.webhook_allow_private,
                 max_in_flight: s.webhook_max_in_flight,
                 per_endpoint: s.webhook_per_endpoint,
+                retry_waits: retry_waits(&s.webhook_retry_waits_ms)?,
             },
             clamd,
             ocr,
         })
+    }
+}
+
+/// `CLAIMS_WEBHOOK_RETRY_WAITS_MS`: three waits in milliseconds, 1 ms to 1 day each.
+fn retry_waits(text: &str) -> anyhow::Result<[std::time::Duration; 3]> {
+    let waits: Vec<u64> = text
+        .split(',')
+        .map(|w| w.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| anyhow::anyhow!("CLAIMS_WEBHOOK_RETRY_WAITS_MS must be three whole numbers of milliseconds, comma-separated"))?;
+    match waits.as_slice() {
+        [a, b, c] if waits.iter().all(|w| (1..=86_400_000).contains(w)) => {
+            Ok([*a, *b, *c].map(std::time::Duration::from_millis))
+        }
+        _ => anyhow::bail!(
+            "CLAIMS_WEBHOOK_RETRY_WAITS_MS must be three waits of 1 to 86400000 ms, comma-separated"
+        ),
     }
 }
 
@@ -452,5 +474,14 @@ mod tests {
             assert_eq!(c.api.issuer, "from-env");
             Ok(())
         });
+    }
+
+    #[test]
+    fn retry_waits_are_three_bounded_milliseconds() {
+        let w = super::retry_waits("1000, 5000,30000").unwrap();
+        assert_eq!(w.map(|d| d.as_millis()), [1000, 5000, 30000]);
+        for bad in ["1000,5000", "1,2,3,4", "0,1,2", "a,b,c", "1,2,86400001"] {
+            assert!(super::retry_waits(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use schemas::provider::{Contract, ContractStatus, Provider};
 use schemas::Date;
 
-use super::error::parsed;
 use super::audit::AuditEntry;
+use super::error::parsed;
 use super::{Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 

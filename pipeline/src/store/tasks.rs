@@ -5,8 +5,8 @@
 use schemas::claim::Reason;
 use schemas::workflow::{Task, TaskAction, TaskStatus};
 
-use super::error::parsed;
 use super::audit::AuditEntry;
+use super::error::parsed;
 use super::{Store, StoreError};
 use crate::clock::ms_to_rfc3339;
 

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::error::parsed;
 use super::audit::AuditEntry;
+use super::error::parsed;
 use super::{Store, StoreError};
 use crate::clock::now_ms;
 
@@ -60,7 +60,9 @@ impl Store {
             .await?
             .ok_or(StoreError::NotFound)?
             .settings;
-        parsed(serde_json::from_str(&raw), || format!("tenant {tenant_id}: settings"))
+        parsed(serde_json::from_str(&raw), || {
+            format!("tenant {tenant_id}: settings")
+        })
     }
 
     /// Read-modify-write of the settings document. The write succeeds only if the

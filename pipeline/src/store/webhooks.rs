@@ -6,8 +6,8 @@
 
 use schemas::webhook::{DeliveryAttempt, Webhook};
 
-use super::error::parsed;
 use super::audit::AuditEntry;
+use super::error::parsed;
 use super::{placeholders, values_list, Store, StoreError};
 use crate::clock::{ms_to_rfc3339, now_ms};
 

@@ -64,6 +64,8 @@ pub struct SenderSettings {
     pub max_in_flight: usize,
     /// Attempts in flight per subscription (`CLAIMS_WEBHOOK_PER_ENDPOINT`).
     pub per_endpoint: usize,
+    /// Waits before the three retries (`CLAIMS_WEBHOOK_RETRY_WAITS_MS`).
+    pub retry_waits: [Duration; 3],
 }
 
 impl Default for SenderSettings {
@@ -72,6 +74,7 @@ impl Default for SenderSettings {
             allow_private: false,
             max_in_flight: 256,
             per_endpoint: 16,
+            retry_waits: super::schedule::RETRY_WAITS,
         }
     }
 }
@@ -148,13 +151,13 @@ impl Sender {
                 };
                 let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
                 let (map, wake) = (endpoints.clone(), self.wake.clone());
-                let allow_private = self.settings.allow_private;
+                let settings = self.settings;
                 tokio::spawn(async move {
                     // Endpoint first: a delivery waiting for its endpoint holds no global slot.
                     if let Ok(_endpoint) = slots.acquire_owned().await {
                         if let Ok(_slot) = global.acquire_owned().await {
                             if leased(d.lease_until, now_ms()) {
-                                let _ = done.send(attempt(&client, &d, allow_private).await);
+                                let _ = done.send(attempt(&client, &d, &settings).await);
                             }
                         }
                     }
@@ -268,7 +271,12 @@ fn leased(lease_until: i64, now: i64) -> bool {
 }
 
 /// One attempt of `d`.
-async fn attempt(client: &reqwest::Client, d: &DueDelivery, allow_private: bool) -> AttemptOutcome {
+async fn attempt(
+    client: &reqwest::Client,
+    d: &DueDelivery,
+    settings: &SenderSettings,
+) -> AttemptOutcome {
+    let (allow_private, retry_waits) = (settings.allow_private, &settings.retry_waits);
     let number = d.attempts + 1;
     let started = Instant::now();
     let result = send(client, d, allow_private).await;
@@ -288,7 +296,7 @@ async fn attempt(client: &reqwest::Client, d: &DueDelivery, allow_private: bool)
         Some(error) => {
             tracing::debug!(delivery_id = %d.delivery_id, attempt = number, %error, "Webhook attempt failed.");
             let failures = d.failures + 1;
-            let next = after_failure(u32::try_from(failures).unwrap_or(u32::MAX))
+            let next = after_failure(retry_waits, u32::try_from(failures).unwrap_or(u32::MAX))
                 .map(|wait| at + wait.as_millis() as i64);
             (failures, next)
         }
