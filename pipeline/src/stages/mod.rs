@@ -1,6 +1,6 @@
 //! The processing stages. Each has the same shape: its input topic, a pure `process`
-//! function from an input record and the stage's state to its outputs, the state, and
-//! its tests. [`runner`] drives any stage on the bus: poll a batch, gather the state the
+//! function from an input record and the facts the stage gathered (state, store rows)
+//! to its outputs, the state, and its tests. [`runner`] drives any stage on the bus: poll a batch, gather the state the
 //! batch needs, process, then publish the outputs and commit the batch together.
 //!
 //! The chain: (`claims.submissions` → submissions, for claims produced straight onto

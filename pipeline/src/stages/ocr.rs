@@ -49,7 +49,7 @@ impl Stage for Ocr {
                 };
                 u = after;
             }
-            if let Some(event) = announcement(&u, tenant) {
+            if let Some(event) = process(&u, tenant) {
                 out.push(encode(
                     &self.topics.events,
                     claim_key(tenant, &c.claim_id),
@@ -63,7 +63,7 @@ impl Stage for Ocr {
 
 /// The pure core: the event an upload in this state announces, if the OCR stage is the
 /// one to announce it.
-pub fn announcement(u: &UploadView, tenant_id: &str) -> Option<DomainEvent> {
+pub fn process(u: &UploadView, tenant_id: &str) -> Option<DomainEvent> {
     match (u.status, u.scan.verdict) {
         (UploadStatus::Completed, _) => Some(completed_event(u, tenant_id)),
         // Failed here, after a clean scan; the scan stage announces its own.
@@ -154,16 +154,16 @@ mod tests {
 
     #[test]
     fn announces_completions_and_its_own_failures_only() {
-        let done = announcement(&upload(UploadStatus::Completed, Verdict::Clean), "acme").unwrap();
+        let done = process(&upload(UploadStatus::Completed, Verdict::Clean), "acme").unwrap();
         assert_eq!(done.event, "upload.completed");
         assert_eq!(done.data["pages"], 2);
-        let failed = announcement(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        let failed = process(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
         assert_eq!(failed.event, "upload.failed");
         assert_eq!(failed.data["reason"], "processing_error");
         // The same upload announces under the same id every time.
-        let again = announcement(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        let again = process(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
         assert_eq!(failed.id, again.id);
-        assert!(announcement(&upload(UploadStatus::Failed, Verdict::Infected), "acme").is_none());
-        assert!(announcement(&upload(UploadStatus::Extracting, Verdict::Clean), "acme").is_none());
+        assert!(process(&upload(UploadStatus::Failed, Verdict::Infected), "acme").is_none());
+        assert!(process(&upload(UploadStatus::Extracting, Verdict::Clean), "acme").is_none());
     }
 }

@@ -38,7 +38,7 @@ pub enum Step {
 }
 
 /// The pure core: from the upload's state to the stage's step.
-pub fn step(status: UploadStatus, verdict: Verdict) -> Step {
+pub fn process(status: UploadStatus, verdict: Verdict) -> Step {
     match status {
         UploadStatus::Pending | UploadStatus::Scanning => Step::Scan,
         UploadStatus::Extracting => Step::Forward,
@@ -66,7 +66,7 @@ impl Stage for Scan {
                 continue;
             };
             let key = claim_key(&c.tenant_id, &c.claim_id);
-            match step(u.status, u.scan.verdict) {
+            match process(u.status, u.scan.verdict) {
                 Step::Scan => self.scan(&c, &mut out).await?,
                 Step::Forward => out.push(encode(&self.topics.uploads_scanned, key, &c)),
                 Step::Announce => out.push(encode(
@@ -206,19 +206,28 @@ mod tests {
 
     #[test]
     fn each_state_has_its_step() {
-        assert_eq!(step(UploadStatus::Pending, Verdict::Pending), Step::Scan);
-        assert_eq!(step(UploadStatus::Scanning, Verdict::Pending), Step::Scan);
+        assert_eq!(process(UploadStatus::Pending, Verdict::Pending), Step::Scan);
         assert_eq!(
-            step(UploadStatus::Extracting, Verdict::Clean),
+            process(UploadStatus::Scanning, Verdict::Pending),
+            Step::Scan
+        );
+        assert_eq!(
+            process(UploadStatus::Extracting, Verdict::Clean),
             Step::Forward
         );
         assert_eq!(
-            step(UploadStatus::Failed, Verdict::Infected),
+            process(UploadStatus::Failed, Verdict::Infected),
             Step::Announce
         );
-        assert_eq!(step(UploadStatus::Failed, Verdict::Pending), Step::Announce);
+        assert_eq!(
+            process(UploadStatus::Failed, Verdict::Pending),
+            Step::Announce
+        );
         // Failed in OCR: the OCR stage announces it.
-        assert_eq!(step(UploadStatus::Failed, Verdict::Clean), Step::Nothing);
-        assert_eq!(step(UploadStatus::Completed, Verdict::Clean), Step::Nothing);
+        assert_eq!(process(UploadStatus::Failed, Verdict::Clean), Step::Nothing);
+        assert_eq!(
+            process(UploadStatus::Completed, Verdict::Clean),
+            Step::Nothing
+        );
     }
 }

@@ -32,14 +32,14 @@ impl Stage for Snapshot {
         let decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         let held = self.store.write_decisions(&decisions).await?;
-        out.extend(announcements(&self.topics, &decisions, &held));
+        out.extend(process(&self.topics, &decisions, &held));
         Ok(out)
     }
 }
 
 /// The events of the decisions the store holds (`held`, per decision), for
 /// `claims.events`.
-pub fn announcements(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Outputs {
+pub fn process(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Outputs {
     decisions
         .iter()
         .zip(held)
@@ -53,4 +53,75 @@ pub fn announcements(topics: &Topics, decisions: &[Decision], held: &[bool]) -> 
 pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
     let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
     d.events.iter().map(move |e| message(key.clone(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use schemas::claim::{ClaimStatus, Outcome};
+
+    use super::*;
+    use crate::model::{DomainEvent, EventKind};
+
+    fn decision(claim_id: &str, kinds: &[EventKind]) -> Decision {
+        let events = kinds
+            .iter()
+            .map(|k| {
+                DomainEvent::new(
+                    *k,
+                    "acme",
+                    claim_id,
+                    "2026-01-01T00:00:00Z".into(),
+                    serde_json::json!({}),
+                )
+            })
+            .collect();
+        Decision {
+            tenant_id: "acme".into(),
+            claim_id: claim_id.into(),
+            version: 1,
+            status: ClaimStatus::Completed,
+            outcome: Outcome::Adjudicated,
+            approved_amount: 100,
+            fraud: None,
+            reasons: Vec::new(),
+            rulebook_version: 1,
+            audit_id: format!("aud_{claim_id}"),
+            task_id: None,
+            priority: 0,
+            decided_at_ms: 0,
+            trace: Vec::new(),
+            events,
+            officer: None,
+        }
+    }
+
+    #[test]
+    fn only_the_decisions_the_store_holds_are_announced_in_order_keyed_by_claim() {
+        let topics = Topics::new("p.", 4);
+        let decisions = [
+            decision("C-1", &[EventKind::ClaimFlagged, EventKind::ClaimCompleted]),
+            decision("C-2", &[EventKind::ClaimCompleted]),
+            decision("C-3", &[EventKind::ClaimBlocked, EventKind::ClaimCompleted]),
+        ];
+        let out = process(&topics, &decisions, &[true, false, true]);
+        assert!(out.iter().all(|(t, _)| t.name == "p.claims.events"));
+        let got: Vec<(String, String)> = out
+            .iter()
+            .map(|(_, m)| {
+                let e: DomainEvent = serde_json::from_slice(&m.value).unwrap();
+                (m.key.clone(), e.event)
+            })
+            .collect();
+        let want = [
+            ("acme/C-1", "claim.flagged"),
+            ("acme/C-1", "claim.completed"),
+            ("acme/C-3", "claim.blocked"),
+            ("acme/C-3", "claim.completed"),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(k, e)| (k.to_owned(), e.to_owned())),
+            "a decision that lost to an earlier one announces nothing"
+        );
+    }
 }

@@ -125,7 +125,7 @@ pub fn parse(value: &[u8]) -> Result<(String, ClaimSubmission), (Option<String>,
 
 /// The pure core: REST intake's checks of one claim, in its order, given the tenant's
 /// active rulebook and whether the provider is contracted `today`.
-pub fn check(
+pub fn process(
     tenant_id: &str,
     claim: ClaimSubmission,
     rulebook: Option<&ActiveRulebook>,
@@ -205,7 +205,7 @@ impl Submissions {
             .map_err(transient)?
             .is_some();
         let claim_id = claim.claim_id.as_str().to_owned();
-        Ok(check(
+        Ok(process(
             &tenant_id,
             claim,
             rulebook.as_ref(),
@@ -330,12 +330,12 @@ mod tests {
         let body = serde_json::json!({"tenant_id": "acme", "claim": claim("P-1")});
         let (tenant, c) = parse(body.to_string().as_bytes()).unwrap();
         // No rulebook comes before the contract.
-        let e = check(&tenant, c.clone(), None, false, today, 0).unwrap_err();
+        let e = process(&tenant, c.clone(), None, false, today, 0).unwrap_err();
         assert_eq!(e.code, "RULEBOOK_NOT_ACTIVE");
         // A claim that fails validation is refused with its field, whatever else.
         let mut bad = c.clone();
         bad.claim_amount = -5;
-        let e = check(&tenant, bad, None, true, today, 0).unwrap_err();
+        let e = process(&tenant, bad, None, true, today, 0).unwrap_err();
         assert_eq!(e.code, "VALIDATION_ERROR");
         assert_eq!(e.field.as_deref(), Some("claim_amount"));
     }
