@@ -8,10 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
 use crate::model::{ordered_id, ClaimSubmitted};
-use crate::store::{values_list, AnyQuery, AuditEntry, Backend, PreparedEntry, Store, StoreError};
-
-/// Rows per INSERT: 12 values each, within SQLite's limit on bound values.
-const ROWS_PER_INSERT: usize = 2000;
+use crate::store::{AuditEntry, Backend, NewClaim, PreparedEntry, Store, StoreError};
 
 /// Accepts the claims (already validated, distinct ids); answers, per claim, whether it
 /// was new (`false`: a claim with that id exists for the tenant). The intake topic must
@@ -104,22 +101,15 @@ async fn accept_ready(
         .zip(&first)
         .filter_map(|(r, first)| first.then_some(r))
         .collect();
-    // The statements are written and bound before the writer is taken.
-    let backend = store.backend();
-    let sql: Vec<InsertSql> = candidates
-        .chunks(ROWS_PER_INSERT)
-        .map(|chunk| InsertSql::new(backend, chunk.len()))
-        .collect();
-    let inserts: Vec<Insert> = candidates
-        .chunks(ROWS_PER_INSERT)
-        .zip(&sql)
-        .map(|(chunk, sql)| Insert::new(sql, chunk, now))
+    let new_claims: Vec<NewClaim> = candidates
+        .iter()
+        .map(|r| NewClaim {
+            command: &r.command,
+            submission: &r.submission,
+        })
         .collect();
     let mut tx = store.begin_write().await?;
-    let mut inserted = Vec::with_capacity(candidates.len());
-    for insert in inserts {
-        inserted.extend(insert.run(&mut tx, backend, now).await?);
-    }
+    let inserted = store.insert_claims_in(&mut tx, &new_claims, now).await?;
     let mut inserted = inserted.into_iter();
     let fresh: Vec<bool> = first
         .iter()
@@ -141,150 +131,6 @@ async fn accept_ready(
     tx.commit().await?;
     bus.wake(&topic.name);
     Ok(fresh)
-}
-
-/// The text of one chunk's statements: on PostgreSQL an insert that returns its rows;
-/// on SQLite a read of the claims stored already, and an insert of all of them.
-struct InsertSql {
-    read: Option<String>,
-    insert: String,
-}
-
-impl InsertSql {
-    fn new(backend: Backend, rows: usize) -> Self {
-        match backend {
-            Backend::Postgres => Self {
-                read: None,
-                insert: format!(
-                    "{} RETURNING tenant_id, claim_id",
-                    insert_sql(backend, rows)
-                ),
-            },
-            Backend::Sqlite => Self {
-                read: Some(format!(
-                    "SELECT c.tenant_id, c.claim_id FROM (VALUES {}) AS v \
-                     JOIN claims AS c ON c.tenant_id = v.column1 AND c.claim_id = v.column2",
-                    values_list(backend, rows, 2)
-                )),
-                insert: insert_sql(backend, rows),
-            },
-        }
-    }
-}
-
-fn insert_sql(backend: Backend, rows: usize) -> String {
-    format!(
-        "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
-         rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
-         ON CONFLICT (tenant_id, claim_id) DO NOTHING",
-        values_list(backend, rows, 12)
-    )
-}
-
-/// One chunk of an intake transaction's claims, its statements bound.
-struct Insert<'q> {
-    chunk: &'q [&'q Row],
-    read:
-        Option<sqlx::query::QueryAs<'q, sqlx::Any, (String, String), sqlx::any::AnyArguments<'q>>>,
-    insert: AnyQuery<'q>,
-}
-
-impl<'q> Insert<'q> {
-    fn new(sql: &'q InsertSql, chunk: &'q [&'q Row], now: i64) -> Self {
-        let read = sql.read.as_deref().map(|read| {
-            chunk.iter().fold(sqlx::query_as(read), |q, r| {
-                q.bind(r.command.tenant_id.as_str())
-                    .bind(r.command.claim.claim_id.as_str())
-            })
-        });
-        let insert = chunk
-            .iter()
-            .fold(sqlx::query(&sql.insert), |q, r| bind_claim(q, r, now));
-        Self {
-            chunk,
-            read,
-            insert,
-        }
-    }
-
-    /// Inserts the chunk's claims not stored yet (by tenant and id), inside `tx`, and
-    /// answers, per claim, whether it was inserted.
-    async fn run(
-        self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-        backend: Backend,
-        now: i64,
-    ) -> Result<Vec<bool>, StoreError> {
-        let key = |r: &Row| {
-            let c = &r.command;
-            (c.tenant_id.clone(), c.claim.claim_id.as_str().to_owned())
-        };
-        let Some(read) = self.read else {
-            // PostgreSQL: concurrent transactions may insert the same claim; the insert
-            // itself tells which rows were its own.
-            let rows = self.insert.fetch_all(&mut **tx).await?;
-            let returned = rows
-                .iter()
-                .map(|row| Ok((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)))
-                .collect::<Result<std::collections::HashSet<(String, String)>, sqlx::Error>>()?;
-            return Ok(self
-                .chunk
-                .iter()
-                .map(|r| returned.contains(&key(r)))
-                .collect());
-        };
-        // SQLite's one writer runs this transaction alone, so the claims stored already
-        // are those its own read finds, and the insert returns nothing: returned rows
-        // crossed from the store's thread one by one while the writer waited.
-        let stored: std::collections::HashSet<(String, String)> =
-            read.fetch_all(&mut **tx).await?.into_iter().collect();
-        let new: Vec<bool> = self
-            .chunk
-            .iter()
-            // Almost always none is stored: no key is built for the lookup then.
-            .map(|r| stored.is_empty() || !stored.contains(&key(r)))
-            .collect();
-        let count = new.iter().filter(|n| **n).count();
-        let added = if stored.is_empty() {
-            self.insert.execute(&mut **tx).await?.rows_affected()
-        } else if count == 0 {
-            0
-        } else {
-            let sql = insert_sql(backend, count);
-            let q = self
-                .chunk
-                .iter()
-                .zip(&new)
-                .filter(|(_, new)| **new)
-                .fold(sqlx::query(&sql), |q, (r, _)| bind_claim(q, r, now));
-            q.execute(&mut **tx).await?.rows_affected()
-        };
-        if added != count as u64 {
-            // Another writer inserted some of them after the read: the transaction
-            // must not go on as if they were new.
-            return Err(StoreError::Conflict(
-                "claims were stored by another writer during intake; retry".into(),
-            ));
-        }
-        Ok(new)
-    }
-}
-
-/// Binds a claim's row for an intake insert.
-fn bind_claim<'q>(q: AnyQuery<'q>, r: &'q Row, now: i64) -> AnyQuery<'q> {
-    let c = &r.command;
-    q.bind(c.tenant_id.as_str())
-        .bind(c.claim.claim_id.as_str())
-        .bind(c.claim.member_id.as_str())
-        .bind(c.claim.provider_id.as_str())
-        .bind(c.claim.claim_amount)
-        .bind(c.claim.service_date.to_string())
-        .bind(r.submission.as_str())
-        .bind(c.rulebook_id.as_str())
-        .bind(c.rulebook_version)
-        .bind("received")
-        .bind(c.received_at_ms)
-        .bind(now)
 }
 
 /// Claims waiting for the [`Committer`]'s next transaction, at most: the batches of a

@@ -160,8 +160,7 @@ impl Commit {
     }
 
     async fn run(&self) -> Result<(), StageError> {
-        let prepared = PreparedDecisions::new(&self.decisions, self.store.backend());
-        let statements = prepared.statements();
+        let prepared = PreparedDecisions::new(&self.decisions);
         // Reads first; the decisions' own rows last, as they lock the audit chain's head.
         let mut tx = self.writer.begin().await?;
         let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
@@ -171,7 +170,7 @@ impl Commit {
             .publish_in(&mut tx, outputs, &self.batch)
             .await?;
         self.store
-            .write_checked_decisions_in(&mut tx, &prepared, statements, &check)
+            .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
         self.writer.finish(tx, outputs).await?;
         Ok(())

@@ -53,24 +53,10 @@ type Row<'a> = (&'a Decision, String, Option<String>);
 pub struct PreparedDecisions<'a> {
     rows: Vec<Row<'a>>,
     entries: Vec<PreparedEntry>,
-    /// The writes for when the store holds every decision, as it does but for a
-    /// redelivered batch decided again (see [`Statements`]).
-    all_held: Writes,
-}
-
-/// The snapshot updates and review tasks of a batch, bound before the writer is taken
-/// on the guess that the store holds every decision; [`Store::write_checked_decisions_in`]
-/// uses them when the check bears the guess out, and writes its own otherwise.
-pub struct Statements<'q>(Vec<AnyQuery<'q>>);
-
-impl std::fmt::Debug for Statements<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Statements({} bound)", self.0.len())
-    }
 }
 
 impl<'a> PreparedDecisions<'a> {
-    pub fn new(decisions: &'a [Decision], backend: Backend) -> Self {
+    pub fn new(decisions: &'a [Decision]) -> Self {
         let rows: Vec<_> = decisions
             .iter()
             .map(|d| {
@@ -80,17 +66,7 @@ impl<'a> PreparedDecisions<'a> {
             })
             .collect();
         let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
-        let all_held = Writes::new(&rows, &vec![true; rows.len()], backend);
-        Self {
-            rows,
-            entries,
-            all_held,
-        }
-    }
-
-    /// The statements for when the store holds every decision, bound.
-    pub fn statements(&self) -> Statements<'_> {
-        Statements(self.all_held.bind(&self.rows))
+        Self { rows, entries }
     }
 }
 
@@ -246,11 +222,10 @@ impl Store {
         }
         // Everything that costs CPU happens before the transaction: SQLite has one
         // writer, and every stage and intake request waits while it is held.
-        let prepared = PreparedDecisions::new(decisions, self.backend());
-        let statements = prepared.statements();
+        let prepared = PreparedDecisions::new(decisions);
         let mut tx = self.begin_write().await?;
         let check = self.check_decisions_in(&mut tx, &prepared).await?;
-        self.write_checked_decisions_in(&mut tx, &prepared, statements, &check)
+        self.write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
         tx.commit().await?;
         Ok(check.held)
@@ -290,20 +265,14 @@ impl Store {
 
     /// The second half: writes the held decisions' snapshots, tasks and new audit
     /// records. It locks the audit chain's head, so it comes last in the transaction.
-    /// `statements` are `prepared`'s, bound before the transaction began.
     pub async fn write_checked_decisions_in(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         prepared: &PreparedDecisions<'_>,
-        statements: Statements<'_>,
         check: &DecisionCheck,
     ) -> Result<(), StoreError> {
-        if check.held.iter().all(|h| *h) {
-            execute_all(tx, statements.0).await?;
-        } else {
-            let own = Writes::new(&prepared.rows, &check.held, self.backend());
-            execute_all(tx, own.bind(&prepared.rows)).await?;
-        }
+        let writes = Writes::new(&prepared.rows, &check.held, self.backend());
+        execute_all(tx, writes.bind(&prepared.rows)).await?;
         // Last: the chain head is the last lock a transaction takes (see `audit`).
         let fresh: Vec<&PreparedEntry> =
             check.fresh.iter().map(|i| &prepared.entries[*i]).collect();

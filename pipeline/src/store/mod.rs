@@ -14,6 +14,7 @@ mod claims;
 mod decisions;
 mod error;
 mod idempotency;
+mod intake;
 mod keys;
 mod providers;
 mod rulebooks;
@@ -34,9 +35,10 @@ use sqlx::{AnyPool, Executor};
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
 pub use checkpoint::checkpoints;
 pub use claims::ClaimFilter;
-pub use decisions::{DecisionCheck, PreparedDecisions, Statements};
+pub use decisions::{DecisionCheck, PreparedDecisions};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
+pub use intake::NewClaim;
 pub use keys::SigningKeyRecord;
 pub use providers::{Contracted, NewContract, NewProvider};
 pub use sessions::{NewSession, RefreshOutcome, SessionState};
@@ -184,9 +186,7 @@ impl Store {
     /// `BEGIN`: deferred, its first read took a snapshot that another process's commit
     /// could make stale before its first write, which then failed
     /// (`SQLITE_BUSY_SNAPSHOT`) instead of waiting its turn.
-    pub(crate) async fn begin_write(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         Ok(match self.backend {
             Backend::Sqlite => self.write.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.write.begin().await?,

@@ -1,0 +1,156 @@
+//! The claim rows intake writes (`received`), inside the transaction that also puts the
+//! claims' commands on the intake topic (`crate::intake`). The `(tenant_id, claim_id)`
+//! key decides duplicates, also between simultaneous submissions: exactly one insert
+//! wins.
+
+use std::collections::HashSet;
+
+use super::{values_list, AnyQuery, Backend, Store, StoreError};
+use crate::model::ClaimSubmitted;
+
+/// Rows per INSERT: 12 values each, within SQLite's limit on bound values.
+const ROWS_PER_INSERT: usize = 2000;
+
+/// A claim's row as intake writes it.
+#[derive(Debug)]
+pub struct NewClaim<'a> {
+    pub command: &'a ClaimSubmitted,
+    /// The submission as the row keeps it (JSON), serialised before the writer is taken.
+    pub submission: &'a str,
+}
+
+impl NewClaim<'_> {
+    fn key(&self) -> (&str, &str) {
+        (
+            self.command.tenant_id.as_str(),
+            self.command.claim.claim_id.as_str(),
+        )
+    }
+}
+
+impl Store {
+    /// Inserts the claims not stored yet (by tenant and id) inside `tx`, and answers,
+    /// per claim, whether it was inserted. The claims' ids are distinct.
+    pub async fn insert_claims_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        claims: &[NewClaim<'_>],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut inserted = Vec::with_capacity(claims.len());
+        for chunk in claims.chunks(ROWS_PER_INSERT) {
+            inserted.extend(match self.backend() {
+                Backend::Postgres => insert_returning(tx, chunk, now).await?,
+                Backend::Sqlite => read_then_insert(tx, chunk, now).await?,
+            });
+        }
+        Ok(inserted)
+    }
+}
+
+/// PostgreSQL: concurrent transactions may insert the same claim; the insert itself
+/// tells which rows were its own.
+async fn insert_returning(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    chunk: &[NewClaim<'_>],
+    now: i64,
+) -> Result<Vec<bool>, StoreError> {
+    let sql = format!(
+        "{} RETURNING tenant_id, claim_id",
+        insert_sql(Backend::Postgres, chunk.len())
+    );
+    let rows = chunk
+        .iter()
+        .fold(sqlx::query(&sql), |q, c| bind_claim(q, c, now))
+        .fetch_all(&mut **tx)
+        .await?;
+    let returned = rows
+        .iter()
+        .map(|row| Ok((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)))
+        .collect::<Result<HashSet<(String, String)>, sqlx::Error>>()?;
+    Ok(chunk
+        .iter()
+        .map(|c| {
+            let (t, id) = c.key();
+            returned.contains(&(t.to_owned(), id.to_owned()))
+        })
+        .collect())
+}
+
+/// SQLite: its one writer runs this transaction alone (it began immediate), so the
+/// claims stored already are those its own read finds, and the insert returns nothing:
+/// returned rows crossed from the store's thread one by one while the writer waited.
+async fn read_then_insert(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    chunk: &[NewClaim<'_>],
+    now: i64,
+) -> Result<Vec<bool>, StoreError> {
+    let read = format!(
+        "SELECT c.tenant_id, c.claim_id FROM (VALUES {}) AS v \
+         JOIN claims AS c ON c.tenant_id = v.column1 AND c.claim_id = v.column2",
+        values_list(Backend::Sqlite, chunk.len(), 2)
+    );
+    let stored: HashSet<(String, String)> = chunk
+        .iter()
+        .fold(sqlx::query_as(&read), |q, c| {
+            let (t, id) = c.key();
+            q.bind(t).bind(id)
+        })
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+    let new: Vec<bool> = chunk
+        .iter()
+        .map(|c| {
+            let (t, id) = c.key();
+            !stored.contains(&(t.to_owned(), id.to_owned()))
+        })
+        .collect();
+    let count = new.iter().filter(|n| **n).count();
+    if count == 0 {
+        return Ok(new);
+    }
+    let sql = insert_sql(Backend::Sqlite, count);
+    let added = chunk
+        .iter()
+        .zip(&new)
+        .filter(|(_, new)| **new)
+        .fold(sqlx::query(&sql), |q, (c, _)| bind_claim(q, c, now))
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if added != count as u64 {
+        // Another writer inserted some of them after the read: the transaction must
+        // not go on as if they were new.
+        return Err(StoreError::Conflict(
+            "claims were stored by another writer during intake; retry".into(),
+        ));
+    }
+    Ok(new)
+}
+
+fn insert_sql(backend: Backend, rows: usize) -> String {
+    format!(
+        "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
+         rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
+         ON CONFLICT (tenant_id, claim_id) DO NOTHING",
+        values_list(backend, rows, 12)
+    )
+}
+
+fn bind_claim<'q>(q: AnyQuery<'q>, c: &NewClaim<'q>, now: i64) -> AnyQuery<'q> {
+    let cmd = c.command;
+    q.bind(cmd.tenant_id.as_str())
+        .bind(cmd.claim.claim_id.as_str())
+        .bind(cmd.claim.member_id.as_str())
+        .bind(cmd.claim.provider_id.as_str())
+        .bind(cmd.claim.claim_amount)
+        .bind(cmd.claim.service_date.to_string())
+        .bind(c.submission)
+        .bind(cmd.rulebook_id.as_str())
+        .bind(cmd.rulebook_version)
+        .bind("received")
+        .bind(cmd.received_at_ms)
+        .bind(now)
+}
