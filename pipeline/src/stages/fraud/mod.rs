@@ -68,25 +68,32 @@ impl Fraud {
         Ok(Self { topics, state })
     }
 
-    /// The latest record of each key of the state topics.
+    /// The latest record of each key of the state topics. A record that does not parse
+    /// is fatal, not skipped: scoring without a member's history or a provider's
+    /// statistics would give wrong scores that look right.
     async fn load(topics: &Topics, bus: &Bus) -> Result<FraudState, StageError> {
+        let corrupt = |r: &Record, e: serde_json::Error| {
+            StageError::Fatal(format!(
+                "the fraud state record {} at {}:{}:{} does not parse: {e}",
+                r.key, r.topic, r.partition, r.offset
+            ))
+        };
         let mut state = FraudState::default();
         for r in bus.scan(&topics.fraud_providers).await? {
-            if let Ok(v) = serde_json::from_slice(&r.value) {
-                let (provider, partition) = parse_part_key(&r.key);
-                state
-                    .providers
-                    .entry(provider.to_owned())
-                    .or_default()
-                    .insert(partition, v);
-            }
+            let v = serde_json::from_slice(&r.value).map_err(|e| corrupt(&r, e))?;
+            let (provider, partition) = parse_part_key(&r.key);
+            state
+                .providers
+                .entry(provider.to_owned())
+                .or_default()
+                .insert(partition, v);
         }
-        state.members = members_from(
-            bus.scan(&topics.fraud_members)
-                .await?
-                .into_iter()
-                .filter_map(|r| Some((r.key, serde_json::from_slice(&r.value).ok()?))),
-        );
+        let mut members = Vec::new();
+        for r in bus.scan(&topics.fraud_members).await? {
+            let v = serde_json::from_slice(&r.value).map_err(|e| corrupt(&r, e))?;
+            members.push((r.key, v));
+        }
+        state.members = members_from(members);
         tracing::info!(
             providers = state.providers.len(),
             members = state.members.len(),
