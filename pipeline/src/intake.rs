@@ -258,7 +258,7 @@ fn received_entry(c: &ClaimSubmitted, actor: &str) -> AuditEntry {
     let claim_id = c.claim.claim_id.as_str();
     AuditEntry {
         audit_id: ordered_id("aud", c.received_at_ms, &c.tenant_id, claim_id, "intake"),
-        tenant_id: c.tenant_id.clone(),
+        tenant_id: c.tenant_id.to_string(),
         at: c.received_at_ms,
         actor: actor.to_owned(),
         action: "claim.received".into(),

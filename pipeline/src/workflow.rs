@@ -5,6 +5,7 @@
 //! other records (same key), and emits the events.
 
 use schemas::workflow::{Task, TaskAction};
+use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 use crate::bus::{Bus, Message, TopicSpec};
@@ -14,7 +15,7 @@ use crate::store::{AuditEntry, Store, StoreError, TaskDecision, TaskRefusal};
 /// The record on `claims.workflow`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OfficerDecision {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub claim_id: String,
     pub task_id: String,
     /// The officer's user id.

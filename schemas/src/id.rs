@@ -81,6 +81,72 @@ impl<'de> Deserialize<'de> for ClientId {
     }
 }
 
+/// A tenant's id: a client id naming a tenant, parsed once where it enters (a token's
+/// claims, a record on a topic, a row, the command line) and carried typed after, so
+/// that a tenant can never be passed where a claim, member or provider is meant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct TenantId(ClientId);
+
+impl TenantId {
+    pub fn parse(s: impl Into<String>) -> Result<Self, IdError> {
+        ClientId::parse(s).map(Self)
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::ops::Deref for TenantId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl AsRef<str> for TenantId {
+    fn as_ref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for TenantId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for TenantId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for TenantId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl From<ClientId> for TenantId {
+    fn from(id: ClientId) -> Self {
+        Self(id)
+    }
+}
+
+impl<'de> Deserialize<'de> for TenantId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ClientId::deserialize(d).map(Self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +164,15 @@ mod tests {
         assert_eq!(ClientId::parse("a b"), Err(IdError::BadCharacter));
         assert_eq!(ClientId::parse("é"), Err(IdError::BadCharacter));
         assert_eq!(ClientId::parse("a/b"), Err(IdError::BadCharacter));
+    }
+
+    #[test]
+    fn a_tenant_id_is_a_client_id_that_reads_as_text() {
+        let t = TenantId::parse("acme").unwrap();
+        assert_eq!(t, "acme");
+        assert_eq!(format!("{t}/CLM-1"), "acme/CLM-1");
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"acme\"");
+        assert!(serde_json::from_str::<TenantId>("\"a/b\"").is_err());
+        assert_eq!(TenantId::parse(""), Err(IdError::Empty));
     }
 }

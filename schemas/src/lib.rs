@@ -20,6 +20,6 @@ pub mod workflow;
 
 pub use date::Date;
 pub use error::{ErrorBody, ErrorDetail};
-pub use id::{ClientId, IdError, CLIENT_ID_PATTERN};
+pub use id::{ClientId, IdError, TenantId, CLIENT_ID_PATTERN};
 pub use page::Page;
 pub use scope::{Scope, ScopeSet};

@@ -125,7 +125,7 @@ pub struct UploadAccepted {
 /// The record on the uploads topic: a stored file waiting to be scanned and read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UploadReceived {
-    pub tenant_id: String,
+    pub tenant_id: crate::TenantId,
     pub upload_id: String,
     pub claim_id: String,
     /// Where the object store keeps the file.

@@ -14,7 +14,7 @@ const HOUR: i64 = 3_600_000;
 
 fn command(tenant: &str, id: &str, member: &str, amount: i64, at: i64) -> ClaimSubmitted {
     ClaimSubmitted {
-        tenant_id: tenant.into(),
+        tenant_id: schemas::TenantId::parse(tenant).unwrap(),
         claim: serde_json::from_value(serde_json::json!({
             "claim_id": id, "member_id": member, "provider_id": "PRV-1",
             "claim_amount": amount, "service_date": "2026-01-15"

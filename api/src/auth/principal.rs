@@ -9,14 +9,14 @@ use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use schemas::{Scope, ScopeSet};
+use schemas::{Scope, ScopeSet, TenantId};
 
 use crate::http::error::ApiError;
 
 /// Who is calling: the verified content of their access token.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub user_id: String,
     pub session_id: String,
     pub scopes: ScopeSet,

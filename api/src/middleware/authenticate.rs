@@ -1,6 +1,6 @@
 //! Authenticating a bearer token against its session.
 
-use schemas::ScopeSet;
+use schemas::{ScopeSet, TenantId};
 
 use crate::auth::principal::{Authentication, Principal};
 use crate::auth::token::{self, VerifyError};
@@ -29,7 +29,8 @@ pub async fn authenticate(state: &AppState, raw: &str) -> Result<Principal, ApiE
     let scopes =
         ScopeSet::parse_space_separated(&claims.scope).map_err(|_| ApiError::Unauthorized)?;
     Ok(Principal {
-        tenant_id: claims.tenant_id,
+        // Issued for a tenant that exists, so a valid id; anything else is not our token.
+        tenant_id: TenantId::parse(claims.tenant_id).map_err(|_| ApiError::Unauthorized)?,
         user_id: claims.sub,
         session_id: claims.sid,
         scopes,

@@ -125,7 +125,7 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
     // away meanwhile: a client that timed out and retries then gets the real response
     // replayed, instead of waiting out the lease and running the request again.
     let owned = OwnedScope {
-        tenant_id: principal.tenant_id,
+        tenant_id: principal.tenant_id.to_string(),
         user_id: principal.user_id,
         method: method.as_str().to_owned(),
         path,

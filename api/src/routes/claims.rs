@@ -18,7 +18,7 @@ use pipeline::config_cache::ActiveRulebook;
 use pipeline::model::ClaimSubmitted;
 use pipeline::store::ClaimFilter;
 use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
-use schemas::{Date, ErrorBody, Page};
+use schemas::{Date, ErrorBody, Page, TenantId};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -71,7 +71,7 @@ fn no_rulebook() -> ApiError {
 /// The checks of one claim that need the tenant's configuration; answers its command.
 async fn check(
     state: &AppState,
-    tenant_id: &str,
+    tenant_id: &TenantId,
     claim: ClaimSubmission,
     rulebook: &Option<ActiveRulebook>,
     today: Date,
@@ -92,7 +92,7 @@ async fn check(
         return Err(not_contracted());
     }
     Ok(ClaimSubmitted {
-        tenant_id: tenant_id.to_owned(),
+        tenant_id: tenant_id.clone(),
         claim,
         rulebook_id: rb.rulebook_id.clone(),
         rulebook_version: rb.version,
@@ -274,7 +274,7 @@ type Checked = (Vec<Option<BatchItem>>, Vec<usize>, Vec<ClaimSubmitted>);
 
 async fn check_batch(
     state: &AppState,
-    tenant_id: &str,
+    tenant_id: &TenantId,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Checked, ApiError> {

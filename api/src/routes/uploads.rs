@@ -98,7 +98,7 @@ pub async fn upload(
     let now = now_ms();
     let upload_id = format!("upl_{}", uuid::Uuid::now_v7().simple());
     let mut row = NewUpload {
-        tenant_id: who.tenant_id.clone(),
+        tenant_id: who.tenant_id.to_string(),
         upload_id: upload_id.clone(),
         claim_id: claim_id.clone(),
         status: UploadStatus::Pending,

@@ -3,6 +3,7 @@
 //! fills its own part and passes the rest on unchanged.
 
 use schemas::claim::{ClaimSubmission, Reason};
+use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 use crate::model::FraudScore;
@@ -12,7 +13,7 @@ use crate::rules::{ContractFacts, Evaluation, MemberHistory, ProviderFacts};
 /// about its context, so that processing uses the rulebook current at intake.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimSubmitted {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub claim: ClaimSubmission,
     pub rulebook_id: String,
     pub rulebook_version: i64,

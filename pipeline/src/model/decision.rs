@@ -3,6 +3,7 @@
 //! its audit record.
 
 use schemas::claim::{ClaimStatus, Outcome, Reason};
+use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 use super::event::DomainEvent;
@@ -12,7 +13,7 @@ use crate::rules::TraceEntry;
 /// The decision on one claim, as the snapshot writer stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub claim_id: String,
     /// 1 for the automatic decision; an officer's decision is a later version.
     pub version: i64,

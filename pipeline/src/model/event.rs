@@ -2,6 +2,7 @@
 //! them and webhooks deliver them. An event's id is derived from its subject and kind,
 //! so the same event produced twice (a redelivered record) has the same id.
 
+use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 pub use schemas::webhook::EventKind;
@@ -14,7 +15,7 @@ use super::ids::derived_id;
 pub struct DomainEvent {
     pub id: String,
     pub event: String,
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub timestamp: String,
     pub data: serde_json::Value,
 }
@@ -24,7 +25,7 @@ impl DomainEvent {
     /// its derived id.
     pub fn new(
         kind: EventKind,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         subject: &str,
         timestamp: String,
         data: serde_json::Value,
@@ -32,7 +33,7 @@ impl DomainEvent {
         Self {
             id: derived_id("evt", tenant_id, subject, kind.as_str()),
             event: kind.as_str().to_owned(),
-            tenant_id: tenant_id.to_owned(),
+            tenant_id: tenant_id.clone(),
             timestamp,
             data,
         }

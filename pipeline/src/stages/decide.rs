@@ -29,7 +29,7 @@ pub fn priority(fraud_score: f64, amount: i64) -> i64 {
 /// The pure core.
 pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -> Decision {
     let cmd = &claim.submitted;
-    let (tenant_id, claim_id) = (cmd.tenant_id.as_str(), cmd.claim.claim_id.as_str());
+    let (tenant_id, claim_id) = (&cmd.tenant_id, cmd.claim.claim_id.as_str());
     let amount = cmd.claim.claim_amount;
     let mut reasons = Vec::new();
     let fraud_score = claim.fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
@@ -155,7 +155,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         "fraud_score": fraud_score, "audit_id": audit_id,
     })));
     Decision {
-        tenant_id: tenant_id.to_owned(),
+        tenant_id: tenant_id.clone(),
         claim_id: claim_id.to_owned(),
         version: 1,
         status,
@@ -233,7 +233,7 @@ mod tests {
 
     fn claim(amount: i64) -> ClaimInProcess {
         let mut c = ClaimInProcess::new(ClaimSubmitted {
-            tenant_id: "acme".into(),
+            tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim: serde_json::from_value(serde_json::json!({
                 "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": amount, "service_date": "2026-01-01"
             }))

@@ -4,6 +4,7 @@
 //! As in the scan stage, outputs follow from the row, so a retried batch repeats them.
 
 use schemas::upload::{FailureView, UploadReceived, UploadStatus, UploadView, Verdict};
+use schemas::TenantId;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
@@ -36,7 +37,7 @@ impl Stage for Ocr {
         let commands: Vec<UploadReceived> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         for c in commands {
-            let (tenant, id) = (c.tenant_id.as_str(), c.upload_id.as_str());
+            let (tenant, id) = (&c.tenant_id, c.upload_id.as_str());
             let Some(mut u) = self.store.upload(tenant, id).await? else {
                 tracing::warn!(upload_id = %id, "An upload command without its upload; skipped.");
                 continue;
@@ -63,7 +64,7 @@ impl Stage for Ocr {
 
 /// The pure core: the event an upload in this state announces, if the OCR stage is the
 /// one to announce it.
-pub fn process(u: &UploadView, tenant_id: &str) -> Option<DomainEvent> {
+pub fn process(u: &UploadView, tenant_id: &TenantId) -> Option<DomainEvent> {
     match (u.status, u.scan.verdict) {
         (UploadStatus::Completed, _) => Some(completed_event(u, tenant_id)),
         // Failed here, after a clean scan; the scan stage announces its own.
@@ -121,6 +122,10 @@ impl Ocr {
 
 #[cfg(test)]
 mod tests {
+    fn acme() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
     use schemas::upload::{OcrView, ScanView};
 
     use super::*;
@@ -154,16 +159,16 @@ mod tests {
 
     #[test]
     fn announces_completions_and_its_own_failures_only() {
-        let done = process(&upload(UploadStatus::Completed, Verdict::Clean), "acme").unwrap();
+        let done = process(&upload(UploadStatus::Completed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(done.event, "upload.completed");
         assert_eq!(done.data["pages"], 2);
-        let failed = process(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        let failed = process(&upload(UploadStatus::Failed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(failed.event, "upload.failed");
         assert_eq!(failed.data["reason"], "processing_error");
         // The same upload announces under the same id every time.
-        let again = process(&upload(UploadStatus::Failed, Verdict::Clean), "acme").unwrap();
+        let again = process(&upload(UploadStatus::Failed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(failed.id, again.id);
-        assert!(process(&upload(UploadStatus::Failed, Verdict::Infected), "acme").is_none());
-        assert!(process(&upload(UploadStatus::Extracting, Verdict::Clean), "acme").is_none());
+        assert!(process(&upload(UploadStatus::Failed, Verdict::Infected), &acme()).is_none());
+        assert!(process(&upload(UploadStatus::Extracting, Verdict::Clean), &acme()).is_none());
     }
 }

@@ -147,7 +147,7 @@ mod tests {
 
     fn claim() -> ClaimInProcess {
         let mut c = ClaimInProcess::new(ClaimSubmitted {
-            tenant_id: "acme".into(),
+            tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim: serde_json::from_value(serde_json::json!({
                 "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 900, "service_date": "2026-01-01"
             }))

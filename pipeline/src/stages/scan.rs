@@ -83,7 +83,7 @@ impl Stage for Scan {
 
 impl Scan {
     async fn scan(&self, c: &UploadReceived, out: &mut Outputs) -> Result<(), StageError> {
-        let (tenant, id) = (c.tenant_id.as_str(), c.upload_id.as_str());
+        let (tenant, id) = (&c.tenant_id, c.upload_id.as_str());
         let change = |status, verdict| UploadChange {
             status,
             verdict,

@@ -68,7 +68,7 @@ mod tests {
             .map(|k| {
                 DomainEvent::new(
                     *k,
-                    "acme",
+                    &schemas::TenantId::parse("acme").unwrap(),
                     claim_id,
                     "2026-01-01T00:00:00Z".into(),
                     serde_json::json!({}),
@@ -76,7 +76,7 @@ mod tests {
             })
             .collect();
         Decision {
-            tenant_id: "acme".into(),
+            tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim_id: claim_id.into(),
             version: 1,
             status: ClaimStatus::Completed,

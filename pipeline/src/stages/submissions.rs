@@ -20,6 +20,7 @@
 use schemas::avro;
 use schemas::claim::ClaimSubmission;
 use schemas::Date;
+use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 use super::runner::{encode, Outputs, Stage, StageError};
@@ -86,7 +87,7 @@ fn refusal(code: &str, message: impl Into<String>, field: Option<&str>) -> Rejec
 }
 
 /// The record parsed: its tenant and claim, or why it cannot be read.
-pub fn parse(value: &[u8]) -> Result<(String, ClaimSubmission), (Option<String>, RejectError)> {
+pub fn parse(value: &[u8]) -> Result<(TenantId, ClaimSubmission), (Option<String>, RejectError)> {
     // The bus has already read an Avro value of a known version of the topic's schema
     // (or, with a registry, of a schema that resolves to it) into JSON; one still in
     // Avro was written with a schema this service cannot read.
@@ -114,19 +115,29 @@ pub fn parse(value: &[u8]) -> Result<(String, ClaimSubmission), (Option<String>,
             ),
         )
     })?;
+    let tenant_id = TenantId::parse(envelope.tenant_id.clone()).map_err(|e| {
+        (
+            Some(envelope.tenant_id.clone()),
+            refusal(
+                "VALIDATION_ERROR",
+                format!("tenant_id {e}"),
+                Some("tenant_id"),
+            ),
+        )
+    })?;
     let claim = serde_json::from_value(envelope.claim).map_err(|e| {
         (
             Some(envelope.tenant_id.clone()),
             refusal("BAD_REQUEST", format!("the claim is malformed: {e}"), None),
         )
     })?;
-    Ok((envelope.tenant_id, claim))
+    Ok((tenant_id, claim))
 }
 
 /// The pure core: REST intake's checks of one claim, in its order, given the tenant's
 /// active rulebook and whether the provider is contracted `today`.
 pub fn process(
-    tenant_id: &str,
+    tenant_id: &TenantId,
     claim: ClaimSubmission,
     rulebook: Option<&ActiveRulebook>,
     contracted: bool,
@@ -151,7 +162,7 @@ pub fn process(
         ));
     }
     Ok(ClaimSubmitted {
-        tenant_id: tenant_id.to_owned(),
+        tenant_id: tenant_id.clone(),
         claim,
         rulebook_id: rb.rulebook_id.clone(),
         rulebook_version: rb.version,
@@ -214,7 +225,7 @@ impl Submissions {
             r.timestamp_ms,
         )
         .map_err(|error| Rejected {
-            tenant_id: Some(tenant_id),
+            tenant_id: Some(tenant_id.to_string()),
             claim_id: Some(claim_id),
             error,
             source,
@@ -290,7 +301,7 @@ fn reject(
     error: RejectError,
 ) -> (TopicSpec, crate::bus::Message) {
     let rejected = Rejected {
-        tenant_id: cmd.map(|c| c.tenant_id.clone()),
+        tenant_id: cmd.map(|c| c.tenant_id.to_string()),
         claim_id: cmd.map(|c| c.claim.claim_id.as_str().to_owned()),
         error,
         source: Source::of(r),

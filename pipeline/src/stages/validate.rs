@@ -118,7 +118,7 @@ mod tests {
 
     fn cmd(amount: i64) -> ClaimSubmitted {
         ClaimSubmitted {
-            tenant_id: "acme".into(),
+            tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim: serde_json::from_value::<ClaimSubmission>(serde_json::json!({
                 "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1",
                 "claim_amount": amount, "service_date": "2026-01-01"

@@ -44,7 +44,7 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
         .into_iter()
         .map(|s| NewDelivery {
             delivery_id: delivery_id(&s.webhook_id, &event.id),
-            tenant_id: event.tenant_id.clone(),
+            tenant_id: event.tenant_id.to_string(),
             webhook_id: s.webhook_id.clone(),
             event_id: event.id.clone(),
             event: event.event.clone(),
@@ -101,7 +101,7 @@ mod tests {
         DomainEvent {
             id: "evt_1".into(),
             event: kind.into(),
-            tenant_id: "acme".into(),
+            tenant_id: schemas::TenantId::parse("acme").unwrap(),
             timestamp: "2026-01-01T00:00:00.000Z".into(),
             data: serde_json::json!({"claim_id": "CLM-1"}),
         }

@@ -22,7 +22,7 @@ pub fn process(
     claim: &ClaimView,
     fraud: Option<FraudScore>,
 ) -> Option<Decision> {
-    let (t, c) = (cmd.tenant_id.as_str(), cmd.claim_id.as_str());
+    let (t, c) = (&cmd.tenant_id, cmd.claim_id.as_str());
     let outcome = match cmd.action {
         TaskAction::Approve => Outcome::Approved,
         TaskAction::Decline => Outcome::Declined,
@@ -44,7 +44,7 @@ pub fn process(
         // Distinct from the automatic decision's events of the same kind.
         id: derived_id("evt", t, c, &format!("review/{kind}")),
         event: kind.as_str().to_owned(),
-        tenant_id: t.to_owned(),
+        tenant_id: t.clone(),
         timestamp: timestamp.clone(),
         data,
     };
@@ -74,7 +74,7 @@ pub fn process(
         }),
     );
     Some(Decision {
-        tenant_id: t.to_owned(),
+        tenant_id: t.clone(),
         claim_id: c.to_owned(),
         version: 2,
         status,
@@ -153,7 +153,7 @@ mod tests {
 
     fn cmd(action: TaskAction, amount: Option<i64>) -> OfficerDecision {
         OfficerDecision {
-            tenant_id: "t1".into(),
+            tenant_id: schemas::TenantId::parse("t1").unwrap(),
             claim_id: "CLM-1".into(),
             task_id: "tsk_1".into(),
             officer: "usr_1".into(),

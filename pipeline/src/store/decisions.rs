@@ -30,7 +30,7 @@ impl Decision {
         });
         AuditEntry {
             audit_id: self.audit_id.clone(),
-            tenant_id: self.tenant_id.clone(),
+            tenant_id: self.tenant_id.to_string(),
             at: self.decided_at_ms,
             actor: actor.to_owned(),
             action: action.to_owned(),
@@ -168,7 +168,7 @@ fn task_sql(backend: Backend, rows: usize) -> String {
 fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
     for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
         q = q
-            .bind(&d.tenant_id)
+            .bind(d.tenant_id.as_str())
             .bind(&d.claim_id)
             .bind(d.status.as_str())
             .bind(d.outcome.as_str())
@@ -188,7 +188,7 @@ fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> 
     for (d, reasons, _) in chunk.iter().map(|i| &rows[*i]) {
         q = q
             .bind(d.task_id.as_deref())
-            .bind(&d.tenant_id)
+            .bind(d.tenant_id.as_str())
             .bind(&d.claim_id)
             .bind("open")
             .bind(d.priority)

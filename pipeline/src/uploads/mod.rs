@@ -11,12 +11,14 @@ pub mod screen;
 pub use objects::ObjectStore;
 pub use screen::{Screen, Screened};
 
+use schemas::TenantId;
+
 use crate::model::{DomainEvent, EventKind};
 
 /// `upload.failed` (contract: Events): `error_code` is the error's code, `reason` one of
 /// `virus_detected` and `processing_error`.
 pub fn failed_event(
-    tenant_id: &str,
+    tenant_id: &TenantId,
     upload_id: &str,
     claim_id: &str,
     reason: FailureReason,
@@ -73,7 +75,7 @@ pub struct UploadSettings {
 }
 
 /// `upload.completed` (contract: Events).
-pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &str) -> DomainEvent {
+pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &TenantId) -> DomainEvent {
     DomainEvent::new(
         EventKind::UploadCompleted,
         tenant_id,
@@ -92,7 +94,7 @@ pub fn completed_event(u: &schemas::upload::UploadView, tenant_id: &str) -> Doma
 }
 
 /// `upload.failed` for an upload whose row says it failed.
-pub fn failed_event_of(u: &schemas::upload::UploadView, tenant_id: &str) -> DomainEvent {
+pub fn failed_event_of(u: &schemas::upload::UploadView, tenant_id: &TenantId) -> DomainEvent {
     let reason = match u.failure.as_ref().map(|f| f.code.as_str()) {
         Some("virus_detected") => FailureReason::VirusDetected,
         _ => FailureReason::ProcessingError,

@@ -20,7 +20,7 @@ fn claim(id: &str, member: &str, amount: i64, codes: &[&str]) -> ClaimInProcess 
         })
         .collect();
     let mut c = ClaimInProcess::new(ClaimSubmitted {
-        tenant_id: "acme".into(),
+        tenant_id: schemas::TenantId::parse("acme").unwrap(),
         claim: serde_json::from_value(serde_json::json!({
             "claim_id": id, "member_id": member, "provider_id": "P-1", "claim_amount": amount,
             "service_date": "2026-01-01", "lines": lines
