@@ -89,11 +89,17 @@ pub async fn spawn(
             ($stage:expr) => {{
                 let stage = $stage;
                 tasks.spawn(async move {
-                    if let Err(e) = run(stage, bus, batch, dead, rx).await {
-                        // Fatal: the process cannot work; better stopped, and restarted
-                        // by its supervisor once fixed, than running without a stage.
-                        tracing::error!(error = %e, "A stage cannot go on; stopping the process.");
-                        std::process::exit(70);
+                    match run(stage, bus, batch, dead, rx).await {
+                        Ok(()) => {}
+                        // The process cannot work; better stopped, and restarted by its
+                        // supervisor once fixed, than running without a stage.
+                        Err(e @ StageError::Fatal(_)) => {
+                            tracing::error!(error = %e, "A stage cannot go on; stopping the process.");
+                            std::process::exit(70);
+                        }
+                        // Joining its group failed (the process is stopping, or the bus
+                        // is gone): the stage ends, as the process's other work does.
+                        Err(e) => tracing::error!(error = %e, "A stage stopped."),
                     }
                 });
             }};

@@ -117,7 +117,19 @@ pub async fn run<S: Stage>(
     dead_letter: TopicSpec,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), StageError> {
-    let mut consumer = bus.consumer(stage.name(), &[stage.input()]).await?;
+    let mut attempt = 0;
+    let mut consumer = loop {
+        match bus.consumer(stage.name(), &[stage.input()]).await {
+            Ok(c) => break c,
+            Err(e) => {
+                tracing::warn!(stage = stage.name(), error = %e, attempt, "Joining the group failed; retrying.");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff(attempt)) => attempt += 1,
+                    _ = shutdown.changed() => return Ok(()),
+                }
+            }
+        }
+    };
     loop {
         if *shutdown.borrow() {
             break;
