@@ -72,6 +72,12 @@ impl DeadLetter {
         }
     }
 
+    /// A record of the dead-letter topic.
+    fn read(r: &Record) -> Result<Self, DeadLetterError> {
+        serde_json::from_slice(&r.value)
+            .map_err(|e| DeadLetterError::Unreadable(format!("offset {}: {e}", r.offset)))
+    }
+
     /// The parked record's value as it was read.
     pub fn original_value(&self) -> Result<Vec<u8>, DeadLetterError> {
         base64::engine::general_purpose::STANDARD
@@ -109,8 +115,7 @@ pub async fn list(bus: &Bus, topics: &Topics) -> Result<Vec<Parked>, DeadLetterE
         .await?
         .into_iter()
         .map(|r| {
-            let letter = serde_json::from_slice::<DeadLetter>(&r.value)
-                .map_err(|e| DeadLetterError::Unreadable(format!("offset {}: {e}", r.offset)))?;
+            let letter = DeadLetter::read(&r)?;
             Ok(Parked {
                 id: r.offset,
                 redriven: r.offset < redriven_below,
@@ -160,8 +165,7 @@ pub async fn redrive(bus: &Bus, topics: &Topics) -> Result<Vec<Parked>, DeadLett
             continue;
         }
         for r in &batch {
-            let letter = serde_json::from_slice::<DeadLetter>(&r.value)
-                .map_err(|e| DeadLetterError::Unreadable(format!("offset {}: {e}", r.offset)))?;
+            let letter = DeadLetter::read(r)?;
             let source = all
                 .iter()
                 .find(|t| t.name == letter.source.topic)
