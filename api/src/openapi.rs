@@ -20,8 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, claims, health, operations, providers, rulebooks, tenant_settings, uploads, users,
-    webhooks, well_known, workflow,
+    audit, auth, claims, health, members, operations, plans, providers, rulebooks, tenant_settings,
+    uploads, users, webhooks, well_known, workflow,
 };
 use crate::state::AppState;
 
@@ -44,6 +44,7 @@ use axum::response::{IntoResponse, Response};
         (name = "claims", description = "Claim intake and reads"),
         (name = "uploads", description = "Supporting documents: virus scan and OCR"),
         (name = "providers", description = "Providers and their contracts"),
+        (name = "members", description = "Benefit plans, members and their coverage"),
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "webhooks", description = "Event subscriptions, their delivery log and redelivery"),
         (name = "workflow", description = "The claims officers' review queue"),
@@ -76,6 +77,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
             providers::list_contracts
         ))
         .routes(routes!(providers::patch_contract))
+        .routes(routes!(plans::create_plan, plans::list_plans))
+        .routes(routes!(plans::get_plan, plans::patch_plan))
+        .routes(routes!(members::create_member))
+        .routes(routes!(members::import_members))
+        .routes(routes!(members::get_member, members::patch_member))
         .routes(routes!(
             rulebooks::create_rulebook,
             rulebooks::list_rulebooks

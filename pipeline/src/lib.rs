@@ -1,6 +1,7 @@
 //! The processing side of the service. `store` is the relational state shared by every
 //! role (tenants, users, sessions, keys; later the snapshots the stages write).
 
+pub mod adjudication;
 pub mod bus;
 pub mod clock;
 pub mod config_cache;

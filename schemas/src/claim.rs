@@ -62,11 +62,17 @@ pub struct FieldError {
     pub message: String,
 }
 
-fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        message: message.into(),
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, message)
 }
 
 /// An amount in minor units: positive, and at most [`MAX_AMOUNT`] (ten billion in major

@@ -39,6 +39,16 @@ impl Date {
         })
     }
 
+    pub fn year(&self) -> i32 {
+        self.year
+    }
+
+    /// Whole years from `self` (a date of birth) to `on`: the age on that day.
+    pub fn years_until(&self, on: Date) -> i64 {
+        let had_birthday = (on.month, on.day) >= (self.month, self.day);
+        i64::from(on.year - self.year) - i64::from(!had_birthday)
+    }
+
     pub fn from_ymd(year: i32, month: u8, day: u8) -> Option<Self> {
         Self::parse(&format!("{year:04}-{month:02}-{day:02}"))
     }
@@ -107,6 +117,14 @@ mod tests {
         assert!(Date::parse("2024-1-01").is_none());
         assert!(Date::parse("2024-01-01T00:00").is_none());
         assert!(Date::parse("+024-01-01").is_none());
+    }
+
+    #[test]
+    fn an_age_counts_whole_years_to_the_birthday() {
+        let dob = Date::parse("1990-06-15").unwrap();
+        assert_eq!(dob.years_until(Date::parse("2026-06-14").unwrap()), 35);
+        assert_eq!(dob.years_until(Date::parse("2026-06-15").unwrap()), 36);
+        assert_eq!(dob.years_until(Date::parse("1990-06-15").unwrap()), 0);
     }
 
     #[test]

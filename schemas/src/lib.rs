@@ -2,13 +2,16 @@
 //! (HTTP bodies, bus records, events) is defined here, so that the front end, the
 //! pipeline and outside readers agree on one shape.
 
+pub mod adjudication;
 pub mod auth;
 pub mod avro;
 pub mod claim;
 pub mod date;
 pub mod error;
 pub mod id;
+pub mod member;
 pub mod page;
+pub mod plan;
 pub mod provider;
 pub mod rulebook;
 pub mod scope;

@@ -22,6 +22,7 @@ mod health;
 mod idempotency;
 mod kafka_intake;
 mod member_history;
+mod members;
 mod multi_process;
 mod openapi;
 mod pipeline;

@@ -208,6 +208,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A body's own check failed: 422 naming the field.
+impl From<schemas::claim::FieldError> for ApiError {
+    fn from(e: schemas::claim::FieldError) -> Self {
+        ApiError::validation(e.field, e.message)
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

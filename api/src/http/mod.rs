@@ -3,6 +3,7 @@
 pub mod connections;
 pub mod error;
 pub mod fallback;
+pub mod items;
 pub mod json;
 pub mod list;
 pub mod metrics;

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::header::{CONTENT_TYPE, LOCATION};
+use axum::http::header::LOCATION;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pipeline::clock::{ms_to_rfc3339, now_ms};
@@ -25,6 +25,7 @@ use utoipa::ToSchema;
 use crate::auth::principal::scope::{ClaimsRead, ClaimsWrite, FraudRead};
 use crate::auth::Authorized;
 use crate::http::error::ApiError;
+use crate::http::items::{self, ItemError};
 use crate::http::json::{self, Json};
 use crate::http::list::{encode_cursor, ListParams};
 use crate::state::AppState;
@@ -170,15 +171,6 @@ pub enum BatchItem {
     },
 }
 
-/// Why one item was refused: the error body's members, without a request id.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ItemError {
-    pub code: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BatchResult {
     pub accepted: usize,
@@ -188,34 +180,9 @@ pub struct BatchResult {
 }
 
 fn item_error(claim_id: Option<String>, e: ApiError) -> BatchItem {
-    let status = e.status();
-    let (code, message, field) = match e {
-        ApiError::BadRequest { message, field } => ("BAD_REQUEST", message.into_owned(), field),
-        ApiError::Validation { message, field } => {
-            ("VALIDATION_ERROR", message.into_owned(), field)
-        }
-        ApiError::Refused {
-            code,
-            message,
-            field,
-            ..
-        } => (code, message.into_owned(), field),
-        other => {
-            tracing::error!(error = %other, %status, "Batch item failed.");
-            (
-                "INTERNAL_ERROR",
-                "the item could not be processed".to_owned(),
-                None,
-            )
-        }
-    };
     BatchItem::Rejected {
         claim_id,
-        error: ItemError {
-            code: code.to_owned(),
-            message,
-            field,
-        },
+        error: items::item_error(e),
     }
 }
 
@@ -278,7 +245,7 @@ async fn check_batch(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Checked, ApiError> {
-    let items = split_batch(headers, body)?;
+    let items = items::split(headers, body, "claims")?;
     if items.len() > MAX_BATCH {
         return Err(ApiError::Validation {
             message: format!("a batch holds at most {MAX_BATCH} claims").into(),
@@ -318,34 +285,6 @@ async fn check_batch(
         }
     }
     Ok((results, slots, commands))
-}
-
-/// The items of a batch body, each still unparsed.
-fn split_batch(headers: &HeaderMap, body: &[u8]) -> Result<Vec<serde_json::Value>, ApiError> {
-    let mime = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
-        .unwrap_or_default();
-    match mime.as_str() {
-        "application/json" => serde_json::from_slice::<Vec<serde_json::Value>>(body)
-            .map_err(|_| ApiError::bad_request("the body must be a JSON array of claims")),
-        "application/x-ndjson" | "application/jsonl" => body
-            .split(|b| *b == b'\n')
-            .enumerate()
-            .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
-            .map(|(n, line)| {
-                serde_json::from_slice(line).map_err(|_| ApiError::BadRequest {
-                    message: format!("line {} is not a JSON object", n + 1).into(),
-                    field: None,
-                })
-            })
-            .collect(),
-        _ => Err(ApiError::bad_request(
-            "the body must be application/json (an array) or application/x-ndjson",
-        )),
-    }
 }
 
 /// A claim with its processing state.

@@ -1,0 +1,87 @@
+//! Bodies of many items (batch intake, member import): a JSON array or NDJSON, each
+//! item checked on its own and answered with its own result, in input order.
+
+use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::ApiError;
+
+/// Why one item was refused: the error body's members, without a request id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemError {
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// The item's share of an error that would have answered a single request.
+pub fn item_error(e: ApiError) -> ItemError {
+    let status = e.status();
+    let (code, message, field) = match e {
+        ApiError::BadRequest { message, field } => ("BAD_REQUEST", message.into_owned(), field),
+        ApiError::Validation { message, field } => {
+            ("VALIDATION_ERROR", message.into_owned(), field)
+        }
+        ApiError::Refused {
+            code,
+            message,
+            field,
+            ..
+        } => (code, message.into_owned(), field),
+        other => {
+            tracing::error!(error = %other, %status, "An item failed.");
+            (
+                "INTERNAL_ERROR",
+                "the item could not be processed".to_owned(),
+                None,
+            )
+        }
+    };
+    ItemError {
+        code: code.to_owned(),
+        message,
+        field,
+    }
+}
+
+/// The items of a body, each still unparsed: a JSON array (`application/json`) or one
+/// object per line (`application/x-ndjson`). `what` names the items in errors.
+pub fn split(
+    headers: &HeaderMap,
+    body: &[u8],
+    what: &str,
+) -> Result<Vec<serde_json::Value>, ApiError> {
+    let mime = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match mime.as_str() {
+        "application/json" => {
+            serde_json::from_slice::<Vec<serde_json::Value>>(body).map_err(|_| {
+                ApiError::BadRequest {
+                    message: format!("the body must be a JSON array of {what}").into(),
+                    field: None,
+                }
+            })
+        }
+        "application/x-ndjson" | "application/jsonl" => body
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+            .map(|(n, line)| {
+                serde_json::from_slice(line).map_err(|_| ApiError::BadRequest {
+                    message: format!("line {} is not a JSON object", n + 1).into(),
+                    field: None,
+                })
+            })
+            .collect(),
+        _ => Err(ApiError::bad_request(
+            "the body must be application/json (an array) or application/x-ndjson",
+        )),
+    }
+}

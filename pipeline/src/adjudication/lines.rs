@@ -1,0 +1,272 @@
+//! The line adjudicator. Each line, in the contract's order:
+//!
+//! 1. the fee schedule caps the line at its maximum per unit times the units; the
+//!    excess is `CO-45` and what is left is the allowed amount;
+//! 2. a `deny_line` rule that matched the line denies it (`CO`, the rule's CARC);
+//! 3. the member's plan: a visit limit reached denies the line (`CO-119`); then the
+//!    member pays the copay (`PR-3`), what is left of the deductible (`PR-1`) and the
+//!    coinsurance share of the rest (`PR-2`), each only as far as the out-of-pocket
+//!    maximum leaves room; the plan pays the rest up to what the annual maximum leaves
+//!    (the excess is `CO-119`).
+//!
+//! Each line sees the year as the lines before it left it. Then a claim-level cap (an
+//! `adjust` rule) cuts the plan's payment from the last line backwards (`CO-45`, or the
+//! rule's CARC). A claim that is blocked, declined or refused denies every line whole.
+//!
+//! Every cut is an adjustment, so `amount = approved_amount + Σ adjustments` holds for
+//! every line by construction; the tests check it over generated claims.
+
+use std::collections::BTreeMap;
+
+use schemas::adjudication::{
+    carc, Adjustment, Group, LineAdjudication, LineStatus, MemberResponsibility,
+};
+use schemas::plan::Benefits;
+
+use super::usage::Usage;
+
+/// One service line as the adjudicator reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineIn<'a> {
+    pub procedure_code: Option<&'a str>,
+    pub units: i64,
+    pub amount: i64,
+    /// Set when a `deny_line` rule matched the line.
+    pub denial: Option<Denial>,
+}
+
+/// Why a line or a whole claim is not paid: a `CO` adjustment with this CARC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub carc: String,
+    pub rarc: Option<String>,
+}
+
+/// A claim-level cap on what the plan pays (an `adjust` rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cap {
+    pub total: i64,
+    pub carc: String,
+    pub rarc: Option<String>,
+}
+
+/// What the claim's outcome lets the adjudicator do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pay {
+        cap: Option<Cap>,
+    },
+    /// Blocked, declined or refused: every line denied.
+    Deny(Denial),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adjudicated {
+    pub lines: Vec<LineAdjudication>,
+    /// What the claim adds to the member's year, should it be paid.
+    pub usage: Usage,
+}
+
+impl Adjudicated {
+    /// What the plan pays for the claim: the sum of its lines'.
+    pub fn approved_amount(&self) -> i64 {
+        self.lines.iter().map(|l| l.approved_amount).sum()
+    }
+}
+
+/// Adjudicates `lines` against the fee schedule, the member's plan (none for a member
+/// not on the roster) and `year`, what the member used this year before this claim.
+pub fn adjudicate(
+    lines: &[LineIn],
+    fee_schedule: &BTreeMap<String, i64>,
+    benefits: Option<&Benefits>,
+    year: &Usage,
+    verdict: &Verdict,
+) -> Adjudicated {
+    let cap = match verdict {
+        Verdict::Deny(d) => return denied(lines, d),
+        Verdict::Pay { cap } => cap,
+    };
+    let mut used = year.clone();
+    let mut usage = Usage::default();
+    let mut out: Vec<LineAdjudication> = lines
+        .iter()
+        .map(|line| {
+            let mut line_out = Line::allowed(line, fee_schedule);
+            if let Some(d) = &line.denial {
+                line_out.deny(d.carc.clone(), d.rarc.clone());
+            } else if let Some(b) = benefits {
+                line_out.apply_benefits(line.procedure_code, b, &mut used, &mut usage);
+            } else {
+                usage.paid += line_out.approved;
+            }
+            line_out.finish(line.amount)
+        })
+        .collect();
+    if let Some(cap) = cap {
+        let total: i64 = out.iter().map(|l| l.approved_amount).sum();
+        let mut cut = total - cap.total.clamp(0, total);
+        for line in out.iter_mut().rev() {
+            let c = cut.min(line.approved_amount);
+            if c == 0 {
+                continue;
+            }
+            line.approved_amount -= c;
+            line.adjustments.push(Adjustment {
+                group: Group::CO,
+                carc: cap.carc.clone(),
+                rarc: cap.rarc.clone(),
+                amount: c,
+            });
+            line.status = LineStatus::Adjusted;
+            usage.paid -= c;
+            cut -= c;
+        }
+    }
+    Adjudicated { lines: out, usage }
+}
+
+fn denied(lines: &[LineIn], d: &Denial) -> Adjudicated {
+    let lines = lines
+        .iter()
+        .map(|l| LineAdjudication {
+            status: LineStatus::Denied,
+            allowed_amount: 0,
+            approved_amount: 0,
+            member_responsibility: MemberResponsibility::default(),
+            adjustments: vec![Adjustment {
+                group: Group::CO,
+                carc: d.carc.clone(),
+                rarc: d.rarc.clone(),
+                amount: l.amount,
+            }],
+        })
+        .collect();
+    Adjudicated {
+        lines,
+        usage: Usage::default(),
+    }
+}
+
+/// One line while it is being adjudicated.
+struct Line {
+    allowed: i64,
+    approved: i64,
+    share: MemberResponsibility,
+    adjustments: Vec<Adjustment>,
+    denied: bool,
+}
+
+impl Line {
+    /// Step 1: the fee schedule.
+    fn allowed(line: &LineIn, fee_schedule: &BTreeMap<String, i64>) -> Self {
+        let mut l = Line {
+            allowed: line.amount,
+            approved: line.amount,
+            share: MemberResponsibility::default(),
+            adjustments: Vec::new(),
+            denied: false,
+        };
+        let max = line
+            .procedure_code
+            .and_then(|c| fee_schedule.get(c))
+            .map(|per_unit| per_unit.saturating_mul(line.units.max(1)));
+        if let Some(max) = max.filter(|&m| line.amount > m) {
+            l.cut(Group::CO, carc::FEE_SCHEDULE, line.amount - max);
+            l.allowed = max;
+        }
+        l
+    }
+
+    fn cut(&mut self, group: Group, code: &str, amount: i64) {
+        if amount > 0 {
+            self.adjustments.push(Adjustment {
+                group,
+                carc: code.to_owned(),
+                rarc: None,
+                amount,
+            });
+            self.approved -= amount;
+        }
+    }
+
+    /// The rest of the line is not paid.
+    fn deny(&mut self, code: String, rarc: Option<String>) {
+        let rest = self.approved;
+        self.cut(Group::CO, &code, rest);
+        if let Some(a) = self.adjustments.last_mut().filter(|_| rest > 0) {
+            a.rarc = rarc;
+        }
+        self.denied = true;
+    }
+
+    /// Step 3: the plan, against the year as the lines before left it.
+    fn apply_benefits(
+        &mut self,
+        code: Option<&str>,
+        b: &Benefits,
+        used: &mut Usage,
+        usage: &mut Usage,
+    ) {
+        let limit = code.and_then(|c| Some((c, *b.visit_limits.get(c)?)));
+        if let Some((c, limit)) = limit {
+            if used.visits(c) >= limit {
+                self.deny(carc::BENEFIT_MAXIMUM.to_owned(), None);
+                return;
+            }
+        }
+        let mut room = (b.out_of_pocket_max - used.out_of_pocket).max(0);
+        let mut take = |want: i64, rest: i64| {
+            let t = want.min(rest).min(room).max(0);
+            room -= t;
+            t
+        };
+        let copay = take(
+            code.and_then(|c| b.copays.get(c)).copied().unwrap_or(0),
+            self.approved,
+        );
+        self.cut(Group::PR, carc::COPAY, copay);
+        let deductible = take(b.deductible - used.deductible, self.approved);
+        self.cut(Group::PR, carc::DEDUCTIBLE, deductible);
+        // Half a cent and up rounds up: the member's share of 12.345 is 12.35.
+        let coinsurance = take(
+            (self.approved * b.coinsurance_pct + 50) / 100,
+            self.approved,
+        );
+        self.cut(Group::PR, carc::COINSURANCE, coinsurance);
+        self.share = MemberResponsibility {
+            deductible,
+            coinsurance,
+            copay,
+        };
+        if let Some(max) = b.annual_max {
+            let left = (max - used.paid).max(0);
+            self.cut(Group::CO, carc::BENEFIT_MAXIMUM, self.approved - left);
+        }
+        let line_usage = Usage {
+            deductible,
+            out_of_pocket: self.share.total(),
+            paid: self.approved,
+            visits: code.map(|c| (c.to_owned(), 1)).into_iter().collect(),
+        };
+        used.add(&line_usage);
+        usage.add(&line_usage);
+    }
+
+    fn finish(self, amount: i64) -> LineAdjudication {
+        let status = if self.denied {
+            LineStatus::Denied
+        } else if self.approved == amount {
+            LineStatus::Approved
+        } else {
+            LineStatus::Adjusted
+        };
+        LineAdjudication {
+            status,
+            allowed_amount: if self.denied { 0 } else { self.allowed },
+            approved_amount: self.approved,
+            member_responsibility: self.share,
+            adjustments: self.adjustments,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! What a member has used of their benefits in a calendar year, and what each claim
+//! added to it. The year keeps every counted claim's own usage, so that a claim seen
+//! again (redelivery, a restart) is never counted twice, and a voided or replaced claim
+//! is taken out exactly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Amounts in minor units; visits are paid lines per procedure code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub deductible: i64,
+    pub out_of_pocket: i64,
+    pub paid: i64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub visits: BTreeMap<String, i64>,
+}
+
+impl Usage {
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+
+    pub fn visits(&self, code: &str) -> i64 {
+        self.visits.get(code).copied().unwrap_or(0)
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.combine(other, 1);
+    }
+
+    pub fn subtract(&mut self, other: &Usage) {
+        self.combine(other, -1);
+    }
+
+    fn combine(&mut self, other: &Usage, sign: i64) {
+        self.deductible += sign * other.deductible;
+        self.out_of_pocket += sign * other.out_of_pocket;
+        self.paid += sign * other.paid;
+        for (code, n) in &other.visits {
+            let v = self.visits.entry(code.clone()).or_insert(0);
+            *v += sign * n;
+            if *v == 0 {
+                self.visits.remove(code);
+            }
+        }
+    }
+}
+
+/// A member's calendar year: the totals and the claims counted in them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberYear {
+    /// The sum of `claims`, kept so that reading it costs nothing.
+    pub totals: Usage,
+    /// Each counted claim's usage, by claim id.
+    pub claims: BTreeMap<String, Usage>,
+}
+
+impl MemberYear {
+    /// Counts `claim_id`'s usage. A claim counted already keeps its first usage: the
+    /// answer is false and nothing changes.
+    pub fn count(&mut self, claim_id: &str, usage: Usage) -> bool {
+        if self.claims.contains_key(claim_id) {
+            return false;
+        }
+        self.totals.add(&usage);
+        self.claims.insert(claim_id.to_owned(), usage);
+        true
+    }
+
+    /// Takes `claim_id`'s usage out again (a void or a replacement): what it had added,
+    /// or none when it was not counted.
+    pub fn reverse(&mut self, claim_id: &str) -> Option<Usage> {
+        let usage = self.claims.remove(claim_id)?;
+        self.totals.subtract(&usage);
+        Some(usage)
+    }
+
+    pub fn counted(&self, claim_id: &str) -> Option<&Usage> {
+        self.claims.get(claim_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(deductible: i64, paid: i64, code: &str) -> Usage {
+        Usage {
+            deductible,
+            out_of_pocket: deductible,
+            paid,
+            visits: [(code.to_owned(), 1)].into(),
+        }
+    }
+
+    #[test]
+    fn a_claim_counts_once_and_reverses_exactly() {
+        let mut year = MemberYear::default();
+        assert!(year.count("C1", usage(300, 0, "99213")));
+        assert!(year.count("C2", usage(200, 160, "99213")));
+        assert!(!year.count("C1", usage(999, 999, "x")));
+        assert_eq!(year.totals.deductible, 500);
+        assert_eq!(year.totals.visits("99213"), 2);
+        assert_eq!(year.reverse("C1"), Some(usage(300, 0, "99213")));
+        assert_eq!(year.reverse("C1"), None);
+        assert_eq!(year.totals, usage(200, 160, "99213"));
+        year.reverse("C2");
+        assert!(year.totals.is_empty());
+    }
+}
