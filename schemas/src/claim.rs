@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::adjudication::LineView;
 use crate::date::Date;
 use crate::id::ClientId;
 
@@ -235,11 +236,71 @@ pub struct Accepted {
     pub received_at: String,
 }
 
+/// A claim's submitted fields besides its lines, as reads show them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClaimHeader {
+    pub claim_id: ClientId,
+    pub member_id: ClientId,
+    pub provider_id: ClientId,
+    pub claim_amount: i64,
+    #[schema(value_type = String, format = Date)]
+    pub service_date: Date,
+    #[serde(default)]
+    pub diagnosis_codes: Vec<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+impl ClaimSubmission {
+    /// The claim's service lines, numbered from 1 and not yet adjudicated. Every claim
+    /// has lines (contract part 2): one submitted without them has one line of its
+    /// whole amount, without a procedure code.
+    pub fn service_lines(&self) -> Vec<LineView> {
+        if self.lines.is_empty() {
+            return vec![LineView {
+                line_no: 1,
+                procedure_code: None,
+                units: 1,
+                amount: self.claim_amount,
+                modifiers: Vec::new(),
+                adjudication: None,
+            }];
+        }
+        self.lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LineView {
+                line_no: i as i64 + 1,
+                procedure_code: Some(l.procedure_code.clone()),
+                units: l.units,
+                amount: l.amount,
+                modifiers: Vec::new(),
+                adjudication: None,
+            })
+            .collect()
+    }
+
+    pub fn header(self) -> ClaimHeader {
+        ClaimHeader {
+            claim_id: self.claim_id,
+            member_id: self.member_id,
+            provider_id: self.provider_id,
+            claim_amount: self.claim_amount,
+            service_date: self.service_date,
+            diagnosis_codes: self.diagnosis_codes,
+            metadata: self.metadata,
+        }
+    }
+}
+
 /// The claim as `GET /claims/{claim_id}` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ClaimView {
     #[serde(flatten)]
-    pub submission: ClaimSubmission,
+    pub submission: ClaimHeader,
+    /// Every claim has lines; each carries its adjudication once the claim is decided.
+    pub lines: Vec<LineView>,
     pub status: ClaimStatus,
     pub outcome: Option<Outcome>,
     pub approved_amount: Option<i64>,

@@ -74,6 +74,8 @@ async fn an_accepted_claim_is_durable_readable_and_on_the_intake_topic(b: Backen
     assert_eq!(got.status, StatusCode::OK, "{}", got.body);
     assert_eq!(got.body["claim_amount"], 12500);
     assert_eq!(got.body["lines"][1]["procedure_code"], "80053");
+    assert_eq!(got.body["lines"][1]["line_no"], 2);
+    assert_eq!(got.body["lines"][1]["adjudication"], Value::Null);
     assert_eq!(got.body["metadata"]["channel"], "api");
     assert_eq!(got.body["rulebook_version"], 1);
     assert_eq!(got.body["received_at"], r.body["received_at"]);

@@ -100,11 +100,28 @@ async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Ba
         json!({"fraud_score": 0.0, "model_version": "fraud-v1", "reasons": []})
     );
 
+    // Each line: billed = approved + adjustments; the fee schedule's cut is CO-45.
+    let lines = c["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["line_no"], 1);
+    assert_eq!(lines[0]["adjudication"]["status"], "approved");
+    assert_eq!(lines[0]["adjudication"]["approved_amount"], 7500);
+    assert_eq!(lines[0]["adjudication"]["adjustments"], json!([]));
+    assert_eq!(
+        lines[1]["adjudication"],
+        json!({"status": "adjusted", "allowed_amount": 4000, "approved_amount": 4000,
+               "member_responsibility": {"deductible": 0, "coinsurance": 0, "copay": 0},
+               "adjustments": [{"group": "CO", "carc": "45", "amount": 1000}]})
+    );
+
     let ev = events(&app, "acme", "CLM-1").await;
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0]["event"], "claim.completed");
+    let mut data = ev[0]["data"].clone();
+    let announced_lines = data.as_object_mut().unwrap().remove("lines");
+    assert_eq!(announced_lines.as_ref(), Some(&c["lines"]));
     assert_eq!(
-        ev[0]["data"],
+        data,
         json!({"claim_id": "CLM-1", "status": "completed", "outcome": "ADJUDICATED", "approved_amount": 11500, "fraud_score": 0.0, "audit_id": audit_id})
     );
     assert!(ev[0]["id"].as_str().unwrap().starts_with("evt_"));
@@ -129,6 +146,14 @@ async fn a_hard_stop_blocks_a_claim(b: Backend) {
     );
     assert_eq!(c["reasons"][0]["code"], "AMOUNT_LIMIT");
     assert_eq!(c["reasons"][0]["rule_id"], "huge");
+    // A claim submitted without lines has one; a block denies it whole.
+    assert_eq!(
+        c["lines"],
+        json!([{"line_no": 1, "procedure_code": null, "units": 1, "amount": 6_000_000, "modifiers": [],
+                "adjudication": {"status": "denied", "allowed_amount": 0, "approved_amount": 0,
+                    "member_responsibility": {"deductible": 0, "coinsurance": 0, "copay": 0},
+                    "adjustments": [{"group": "CO", "carc": "A1", "amount": 6_000_000}]}}])
+    );
     let ev = events(&app, "acme", "CLM-BIG").await;
     let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["claim.blocked", "claim.completed"]);

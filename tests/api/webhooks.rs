@@ -279,12 +279,14 @@ async fn a_completed_claim_is_delivered_signed_as_the_contract_says(b: Backend) 
     assert_eq!(hit.header("webhook-id"), event_id);
     assert!(hit.header("x-service-delivery").starts_with("dlv_"));
 
-    // The data of claim.completed, as the spec lists it.
+    // The data of claim.completed, as the spec lists it, with the claim's adjudicated
+    // lines as the extra member `lines` (contract part 2).
     let c = app.get("/claims/CLM-1", &s.access).await.body;
     assert_eq!(
         body["data"],
         json!({"claim_id": "CLM-1", "status": "completed", "outcome": "ADJUDICATED",
-               "approved_amount": c["approved_amount"], "fraud_score": c["fraud_score"], "audit_id": c["audit_id"]})
+               "approved_amount": c["approved_amount"], "fraud_score": c["fraud_score"], "audit_id": c["audit_id"],
+               "lines": c["lines"]})
     );
     assert_eq!(body["event"], "claim.completed");
 

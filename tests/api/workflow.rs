@@ -148,6 +148,28 @@ async fn an_officer_approves_a_flagged_claim_and_its_events_follow_in_order(b: B
     );
     assert_eq!(ev[4]["data"]["outcome"], "APPROVED");
     assert_eq!(ev[4]["data"]["approved_amount"], 9000);
+    // The officer's amount is cut from the last line; every line still balances.
+    let approved: Vec<i64> = c["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let a = &l["adjudication"];
+            let adjusted: i64 = a["adjustments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["amount"].as_i64().unwrap())
+                .sum();
+            assert_eq!(
+                a["approved_amount"].as_i64().unwrap() + adjusted,
+                l["amount"].as_i64().unwrap()
+            );
+            a["approved_amount"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(approved, [7500, 1500]);
+    assert_eq!(ev[4]["data"]["lines"], c["lines"]);
     assert_ne!(
         ev[4]["id"], ev[2]["id"],
         "a second completion has its own event id"

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use schemas::adjudication::{
-    carc, Adjustment, Group, LineAdjudication, LineStatus, MemberResponsibility,
+    carc, Adjustment, Group, LineAdjudication, LineStatus, LineView, MemberResponsibility,
 };
 use schemas::plan::Benefits;
 
@@ -104,26 +104,73 @@ pub fn adjudicate(
         })
         .collect();
     if let Some(cap) = cap {
+        let billed: i64 = lines.iter().map(|l| l.amount).sum();
         let total: i64 = out.iter().map(|l| l.approved_amount).sum();
-        let mut cut = total - cap.total.clamp(0, total);
-        for line in out.iter_mut().rev() {
-            let c = cut.min(line.approved_amount);
-            if c == 0 {
-                continue;
-            }
-            line.approved_amount -= c;
-            line.adjustments.push(Adjustment {
-                group: Group::CO,
-                carc: cap.carc.clone(),
-                rarc: cap.rarc.clone(),
-                amount: c,
-            });
-            line.status = LineStatus::Adjusted;
-            usage.paid -= c;
-            cut -= c;
+        let target = cap.total.clamp(0, billed);
+        if target < total {
+            cut_from_the_end(&mut out, total - target, cap, &mut usage);
+        } else if target > total && benefits.is_none() {
+            // Part 1 of the contract: the adjust rule's value stands up to the billed
+            // amount, above the fee schedule's caps; those cuts are given back.
+            give_back_fee_cuts(&mut out, lines, target - total, &mut usage);
         }
     }
     Adjudicated { lines: out, usage }
+}
+
+/// A claim-level cap: the plan's payment cut from the last line backwards.
+fn cut_from_the_end(out: &mut [LineAdjudication], mut cut: i64, cap: &Cap, usage: &mut Usage) {
+    for line in out.iter_mut().rev() {
+        let c = cut.min(line.approved_amount);
+        if c == 0 {
+            continue;
+        }
+        line.approved_amount -= c;
+        line.adjustments.push(Adjustment {
+            group: Group::CO,
+            carc: cap.carc.clone(),
+            rarc: cap.rarc.clone(),
+            amount: c,
+        });
+        line.status = LineStatus::Adjusted;
+        usage.paid -= c;
+        cut -= c;
+    }
+}
+
+/// An `adjust` value above the fee-capped total (no plan): the fee-schedule cuts are
+/// given back from the last line backwards until the plan pays `more` besides.
+fn give_back_fee_cuts(
+    out: &mut [LineAdjudication],
+    lines: &[LineIn],
+    mut more: i64,
+    usage: &mut Usage,
+) {
+    for (line, billed) in out.iter_mut().zip(lines).rev() {
+        if more == 0 {
+            break;
+        }
+        if line.status == LineStatus::Denied {
+            continue;
+        }
+        let Some(fee) = line
+            .adjustments
+            .iter_mut()
+            .find(|a| a.group == Group::CO && a.carc == carc::FEE_SCHEDULE)
+        else {
+            continue;
+        };
+        let give = more.min(fee.amount);
+        fee.amount -= give;
+        line.adjustments.retain(|a| a.amount > 0);
+        line.approved_amount += give;
+        line.allowed_amount += give;
+        usage.paid += give;
+        more -= give;
+        if line.approved_amount == billed.amount {
+            line.status = LineStatus::Approved;
+        }
+    }
 }
 
 fn denied(lines: &[LineIn], d: &Denial) -> Adjudicated {
@@ -268,5 +315,77 @@ impl Line {
             member_responsibility: self.share,
             adjustments: self.adjustments,
         }
+    }
+}
+
+/// An officer's amount on lines adjudicated before: the plan pays `target` (at most
+/// the billed total). A lower amount is cut from the last line backwards (`CO-45`); a
+/// higher one gives adjustments back, the last line's last adjustment first. The lines
+/// still balance.
+pub fn settle(lines: &mut [LineView], target: i64) {
+    let billed: i64 = lines.iter().map(|l| l.amount).sum();
+    let target = target.clamp(0, billed);
+    let mut done: Vec<LineAdjudication> = lines
+        .iter()
+        .map(|l| {
+            l.adjudication
+                .clone()
+                .unwrap_or_else(|| unadjudicated(l.amount))
+        })
+        .collect();
+    let total: i64 = done.iter().map(|l| l.approved_amount).sum();
+    if target < total {
+        let cap = Cap {
+            total: target,
+            carc: carc::FEE_SCHEDULE.to_owned(),
+            rarc: None,
+        };
+        cut_from_the_end(&mut done, total - target, &cap, &mut Usage::default());
+    } else {
+        let mut more = target - total;
+        for line in done.iter_mut().rev() {
+            while more > 0 {
+                let Some(last) = line.adjustments.last_mut() else {
+                    break;
+                };
+                let give = more.min(last.amount);
+                last.amount -= give;
+                if last.group == Group::PR {
+                    let share = &mut line.member_responsibility;
+                    match last.carc.as_str() {
+                        carc::DEDUCTIBLE => share.deductible -= give,
+                        carc::COINSURANCE => share.coinsurance -= give,
+                        carc::COPAY => share.copay -= give,
+                        _ => {}
+                    }
+                }
+                if last.amount == 0 {
+                    line.adjustments.pop();
+                }
+                line.approved_amount += give;
+                line.allowed_amount = line.allowed_amount.max(line.approved_amount);
+                more -= give;
+            }
+        }
+    }
+    for (line, d) in lines.iter_mut().zip(done) {
+        let status = if d.approved_amount == line.amount {
+            LineStatus::Approved
+        } else if d.approved_amount == 0 && d.status == LineStatus::Denied {
+            LineStatus::Denied
+        } else {
+            LineStatus::Adjusted
+        };
+        line.adjudication = Some(LineAdjudication { status, ..d });
+    }
+}
+
+fn unadjudicated(amount: i64) -> LineAdjudication {
+    LineAdjudication {
+        status: LineStatus::Approved,
+        allowed_amount: amount,
+        approved_amount: amount,
+        member_responsibility: MemberResponsibility::default(),
+        adjustments: Vec::new(),
     }
 }

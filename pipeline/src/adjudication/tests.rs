@@ -176,6 +176,27 @@ fn a_claim_cap_cuts_the_last_lines_first() {
     assert_eq!(a.lines[2].status, LineStatus::Adjusted);
 }
 
+#[test]
+fn without_a_plan_an_adjust_value_above_the_fee_caps_stands_up_to_the_billed_amount() {
+    let fees = [("a".to_owned(), 500)].into();
+    let lines = [line("a", 1_000), line("a", 1_000)];
+    let raise = |total| Verdict::Pay {
+        cap: Some(Cap {
+            total,
+            carc: "45".into(),
+            rarc: None,
+        }),
+    };
+    let a = adjudicate(&lines, &fees, None, &Usage::default(), &raise(1_700));
+    assert_eq!(a.approved_amount(), 1_700);
+    assert_eq!(codes(&a.lines[1]), Vec::<String>::new());
+    assert_eq!(a.lines[1].status, LineStatus::Approved);
+    assert_eq!(codes(&a.lines[0]), ["CO-45:300"]);
+    let a = adjudicate(&lines, &fees, None, &Usage::default(), &raise(5_000));
+    assert_eq!(a.approved_amount(), 2_000);
+    assert_eq!(a.usage.paid, 2_000);
+}
+
 fn benefits() -> impl Strategy<Value = Benefits> {
     (
         0i64..100_000,
@@ -254,7 +275,18 @@ proptest! {
                 }
             }
             if let Verdict::Pay { cap: Some(c) } = &verdict {
-                prop_assert!(a.approved_amount() <= c.total.max(0));
+                let billed: i64 = lines.iter().map(|l| l.amount).sum();
+                if with_plan {
+                    prop_assert!(a.approved_amount() <= c.total);
+                } else {
+                    // Without a plan the adjust value is what is paid, up to the bill,
+                    // unless lines were denied.
+                    let denied: i64 = lines.iter().filter(|l| l.denial.is_some()).map(|l| l.amount).sum();
+                    prop_assert!(a.approved_amount() <= c.total.min(billed));
+                    if denied == 0 {
+                        prop_assert_eq!(a.approved_amount(), c.total.min(billed));
+                    }
+                }
             }
             prop_assert_eq!(a.usage.paid, a.approved_amount());
             prop_assert_eq!(a.usage.out_of_pocket, share);

@@ -2,6 +2,7 @@
 //! version), with the events it causes. The snapshot writer stores it; the store makes
 //! its audit record.
 
+use schemas::adjudication::LineView;
 use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::TenantId;
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,10 @@ pub struct Decision {
     pub decided_at_ms: i64,
     pub trace: Vec<TraceEntry>,
     pub events: Vec<DomainEvent>,
+    /// The claim's lines with their adjudication; their approved amounts add up to
+    /// `approved_amount`. Empty in decisions written before lines were adjudicated.
+    #[serde(default)]
+    pub lines: Vec<LineView>,
     /// The officer (user id) whose review made this decision; none for the automatic one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub officer: Option<String>,

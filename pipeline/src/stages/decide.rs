@@ -9,10 +9,12 @@
 //! Every id is derived from the claim (UUIDv5), so a redelivered claim yields the same
 //! audit id, task id and event ids, and receivers can drop the repeat.
 
+use schemas::adjudication::{carc, LineView};
 use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
+use crate::adjudication::{adjudicate, Cap, Denial, LineIn, Usage, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::ConfigCache;
@@ -104,14 +106,12 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
             (Outcome::Adjudicated, None)
         }
     };
-    let approved_amount = match outcome {
-        Outcome::Blocked | Outcome::Declined => 0,
-        _ => claim
-            .rules
-            .as_ref()
-            .map(|e| e.approved_amount)
-            .unwrap_or(amount),
-    };
+    let lines = adjudicated_lines(claim, outcome);
+    let approved_amount = lines
+        .iter()
+        .filter_map(|l| l.adjudication.as_ref())
+        .map(|a| a.approved_amount)
+        .sum();
     let status = if outcome == Outcome::Flagged {
         ClaimStatus::PendingReview
     } else {
@@ -152,7 +152,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
     }
     events.push(event(EventKind::ClaimCompleted, serde_json::json!({
         "claim_id": claim_id, "status": status, "outcome": outcome, "approved_amount": approved_amount,
-        "fraud_score": fraud_score, "audit_id": audit_id,
+        "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines,
     })));
     Decision {
         tenant_id: tenant_id.clone(),
@@ -174,8 +174,54 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
             .map(|e| e.trace.clone())
             .unwrap_or_default(),
         events,
+        lines,
         officer: None,
     }
+}
+
+/// The claim's lines adjudicated for `outcome`: a blocked or declined claim denies
+/// every line (`CO-A1` for a block, `CO-96` for a decline); otherwise each line is
+/// capped by the contract's fee schedule, and an `adjust` rule sets the claim's total.
+fn adjudicated_lines(claim: &ClaimInProcess, outcome: Outcome) -> Vec<LineView> {
+    let submission = &claim.submitted.claim;
+    let mut lines = submission.service_lines();
+    let denial = |code: &str| {
+        Verdict::Deny(Denial {
+            carc: code.to_owned(),
+            rarc: None,
+        })
+    };
+    let ev = claim.rules.as_ref();
+    let verdict = match outcome {
+        Outcome::Blocked => denial(carc::DENIED),
+        Outcome::Declined => denial(carc::NON_COVERED),
+        _ => Verdict::Pay {
+            cap: ev.filter(|e| !e.adjusts.is_empty()).map(|e| Cap {
+                total: e.approved_amount,
+                carc: carc::FEE_SCHEDULE.to_owned(),
+                rarc: None,
+            }),
+        },
+    };
+    let inputs: Vec<LineIn> = lines
+        .iter()
+        .map(|l| LineIn {
+            procedure_code: l.procedure_code.as_deref(),
+            units: l.units,
+            amount: l.amount,
+            denial: None,
+        })
+        .collect();
+    let no_schedule = std::collections::BTreeMap::new();
+    let schedule = claim
+        .contract
+        .as_ref()
+        .map_or(&no_schedule, |c| &c.fee_schedule);
+    let done = adjudicate(&inputs, schedule, None, &Usage::default(), &verdict);
+    for (line, a) in lines.iter_mut().zip(done.lines) {
+        line.adjudication = Some(a);
+    }
+    lines
 }
 
 #[derive(Debug, Clone)]
@@ -229,18 +275,24 @@ mod tests {
 
     use super::*;
     use crate::model::{ClaimSubmitted, FraudReason, FraudScore};
-    use crate::rules::{Evaluation, RuleHit, TraceEntry};
+    use crate::rules::{ContractFacts, Evaluation, RuleHit, TraceEntry};
 
     fn claim(amount: i64) -> ClaimInProcess {
         let mut c = ClaimInProcess::new(ClaimSubmitted {
             tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim: serde_json::from_value(serde_json::json!({
-                "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": amount, "service_date": "2026-01-01"
+                "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": amount, "service_date": "2026-01-01",
+                "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
             }))
             .unwrap(),
             rulebook_id: "rb".into(),
             rulebook_version: 4,
             received_at_ms: 0,
+        });
+        // The contract caps the line 100 below the bill.
+        c.contract = Some(ContractFacts {
+            contract_id: "CTR-1".into(),
+            fee_schedule: [("99213".to_owned(), amount - 100)].into(),
         });
         c.rules = Some(Evaluation {
             approved_amount: amount - 100,
@@ -280,6 +332,50 @@ mod tests {
         assert_eq!(d.events[0].data["audit_id"], d.audit_id.as_str());
         assert_eq!(d.rulebook_version, 4);
         assert!(d.task_id.is_none());
+        let line = d.lines[0].adjudication.as_ref().unwrap();
+        assert_eq!((line.allowed_amount, line.approved_amount), (900, 900));
+        assert_eq!(line.adjustments[0].carc, "45");
+        assert_eq!(
+            d.events[0].data["lines"][0]["adjudication"]["approved_amount"],
+            900
+        );
+    }
+
+    #[test]
+    fn every_line_of_a_blocked_or_declined_claim_is_denied_with_its_code() {
+        let mut c = claim(1000);
+        c.rules.as_mut().unwrap().blocks.push(hit("b"));
+        let d = process(&c, &TenantSettings::default(), 0);
+        let line = d.lines[0].adjudication.as_ref().unwrap();
+        assert_eq!(
+            (line.approved_amount, line.adjustments[0].amount),
+            (0, 1000)
+        );
+        assert_eq!(line.adjustments[0].carc, "A1");
+        c.rules.as_mut().unwrap().blocks.clear();
+        c.rules.as_mut().unwrap().declines.push(hit("d"));
+        let d = process(&c, &TenantSettings::default(), 0);
+        assert_eq!(
+            d.lines[0].adjudication.as_ref().unwrap().adjustments[0].carc,
+            "96"
+        );
+    }
+
+    #[test]
+    fn an_adjust_rule_sets_the_total_from_the_last_line_and_the_lines_still_balance() {
+        let mut c = claim(1000);
+        let ev = c.rules.as_mut().unwrap();
+        ev.adjusts.push(hit("a"));
+        ev.approved_amount = 950; // above the fee schedule's 900: part 1 lets it stand
+        let d = process(&c, &TenantSettings::default(), 0);
+        assert_eq!(d.approved_amount, 950);
+        let line = d.lines[0].adjudication.as_ref().unwrap();
+        assert_eq!(line.approved_amount + line.adjusted_total(), 1000);
+        c.rules.as_mut().unwrap().approved_amount = 300;
+        assert_eq!(
+            process(&c, &TenantSettings::default(), 0).approved_amount,
+            300
+        );
     }
 
     #[test]

@@ -91,6 +91,7 @@ mod tests {
             decided_at_ms: 0,
             trace: Vec::new(),
             events,
+            lines: Vec::new(),
             officer: None,
         }
     }

@@ -4,10 +4,12 @@
 //! `claim.completed` (`DECLINED`). The task itself was marked done when the officer
 //! decided. Ids derive from the claim, so a redelivered decision changes nothing.
 
+use schemas::adjudication::{carc, LineView};
 use schemas::claim::{ClaimStatus, ClaimView, Outcome};
 use schemas::workflow::TaskAction;
 
 use super::runner::{decode, encode, Outputs, Stage, StageError};
+use crate::adjudication::{adjudicate, settle, Denial, LineIn, Usage, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
 use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
@@ -29,14 +31,23 @@ pub fn process(
         TaskAction::Release => return None,
     };
     let status = ClaimStatus::Completed;
-    let approved_amount = match outcome {
-        Outcome::Approved => cmd.approved_amount.unwrap_or_else(|| {
-            claim
-                .approved_amount
-                .unwrap_or(claim.submission.claim_amount)
-        }),
-        _ => 0,
-    };
+    let mut lines = claim.lines.clone();
+    match outcome {
+        Outcome::Approved => settle(
+            &mut lines,
+            cmd.approved_amount.unwrap_or_else(|| {
+                claim
+                    .approved_amount
+                    .unwrap_or(claim.submission.claim_amount)
+            }),
+        ),
+        _ => deny_all(&mut lines),
+    }
+    let approved_amount = lines
+        .iter()
+        .filter_map(|l| l.adjudication.as_ref())
+        .map(|a| a.approved_amount)
+        .sum();
     let audit_id = derived_id("aud", t, c, "decision-2");
     let fraud_score = fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
@@ -70,7 +81,7 @@ pub fn process(
         EventKind::ClaimCompleted,
         serde_json::json!({
             "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
-            "fraud_score": fraud_score, "audit_id": audit_id,
+            "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines,
         }),
     );
     Some(Decision {
@@ -89,8 +100,30 @@ pub fn process(
         decided_at_ms: cmd.decided_at_ms,
         trace: Vec::new(),
         events: vec![first, completed],
+        lines,
         officer: Some(cmd.officer.clone()),
     })
+}
+
+/// An officer's decline: every line denied whole (`CO-96`).
+fn deny_all(lines: &mut [LineView]) {
+    let inputs: Vec<LineIn> = lines
+        .iter()
+        .map(|l| LineIn {
+            procedure_code: l.procedure_code.as_deref(),
+            units: l.units,
+            amount: l.amount,
+            denial: None,
+        })
+        .collect();
+    let deny = Verdict::Deny(Denial {
+        carc: carc::NON_COVERED.to_owned(),
+        rarc: None,
+    });
+    let done = adjudicate(&inputs, &Default::default(), None, &Usage::default(), &deny);
+    for (line, a) in lines.iter_mut().zip(done.lines) {
+        line.adjudication = Some(a);
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -143,7 +176,12 @@ mod tests {
     fn claim() -> ClaimView {
         serde_json::from_value(serde_json::json!({
             "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 900,
-            "service_date": "2026-01-02", "status": "pending_review", "outcome": "FLAGGED",
+            "service_date": "2026-01-02", "diagnosis_codes": [], "metadata": {},
+            "lines": [{"line_no": 1, "procedure_code": null, "units": 1, "amount": 900, "modifiers": [],
+                "adjudication": {"status": "adjusted", "allowed_amount": 800, "approved_amount": 800,
+                    "member_responsibility": {"deductible": 0, "coinsurance": 0, "copay": 0},
+                    "adjustments": [{"group": "CO", "carc": "45", "amount": 100}]}}],
+            "status": "pending_review", "outcome": "FLAGGED",
             "approved_amount": 800, "fraud_score": 0.9, "audit_id": "aud_1", "rulebook_version": 3,
             "reasons": [{"source": "fraud", "code": "ROUND_AMOUNT", "message": "round"}],
             "task_id": "tsk_1", "received_at": "2026-01-02T00:00:00Z", "updated_at": "2026-01-02T00:00:00Z"
@@ -179,6 +217,31 @@ mod tests {
         assert_eq!(d.events[1].data["approved_amount"], 700);
         assert_eq!(d.officer.as_deref(), Some("usr_1"));
         assert_eq!(d.audit_entry().action, "claim.approved");
+    }
+
+    #[test]
+    fn the_officers_amount_is_spread_over_the_lines_which_still_balance() {
+        for (amount, fee_cut, officer_cut) in
+            [(700, 100, 100), (850, 50, 0), (900, 0, 0), (5000, 0, 0)]
+        {
+            let d = process(&cmd(TaskAction::Approve, Some(amount)), &claim(), None).unwrap();
+            let line = d.lines[0].adjudication.as_ref().unwrap();
+            assert_eq!(d.approved_amount, amount.min(900));
+            assert_eq!(line.approved_amount, d.approved_amount);
+            assert_eq!(line.approved_amount + line.adjusted_total(), 900);
+            let cuts: Vec<i64> = line.adjustments.iter().map(|a| a.amount).collect();
+            let want: Vec<i64> = [fee_cut, officer_cut]
+                .into_iter()
+                .filter(|c| *c > 0)
+                .collect();
+            assert_eq!(cuts, want, "officer's amount {amount}");
+        }
+        let declined = process(&cmd(TaskAction::Decline, None), &claim(), None).unwrap();
+        let line = declined.lines[0].adjudication.as_ref().unwrap();
+        assert_eq!(
+            (line.approved_amount, line.adjustments[0].carc.as_str()),
+            (0, "96")
+        );
     }
 
     #[test]

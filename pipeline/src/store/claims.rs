@@ -21,6 +21,7 @@ struct ClaimRow {
     task_id: Option<String>,
     received_at: i64,
     updated_at: i64,
+    lines: Option<String>,
 }
 
 impl ClaimRow {
@@ -41,8 +42,13 @@ impl ClaimRow {
         let reasons = parsed(serde_json::from_str::<Vec<Reason>>(&self.reasons), || {
             format!("claim {id}: reasons")
         })?;
+        let lines = match &self.lines {
+            Some(lines) => parsed(serde_json::from_str(lines), || format!("claim {id}: lines"))?,
+            None => submission.service_lines(),
+        };
         Ok(ClaimView {
-            submission,
+            submission: submission.header(),
+            lines,
             status,
             outcome,
             approved_amount: self.approved_amount,
@@ -62,7 +68,7 @@ const MEMBERS_PER_QUERY: usize = 2000;
 
 const COLUMNS: &str =
     "claim_id, submission, rulebook_version, status, outcome, approved_amount, fraud_score, \
-                       audit_id, reasons, task_id, received_at, updated_at";
+                       audit_id, reasons, task_id, received_at, updated_at, lines";
 
 /// Filters of `GET /claims`; absent ones match everything.
 #[derive(Debug, Clone, Default)]

@@ -41,11 +41,12 @@ impl Decision {
     }
 }
 
-/// Decisions per statement: 12 bound values a row stays well under SQLite's 32,766.
+/// Decisions per statement: 13 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
-/// A decision with its reasons and fraud analysis as the snapshot stores them (JSON).
-type Row<'a> = (&'a Decision, String, Option<String>);
+/// A decision with its reasons, fraud analysis and lines as the snapshot stores them
+/// (JSON; no lines for a decision that leaves the claim's as they are).
+type Row<'a> = (&'a Decision, String, Option<String>, Option<String>);
 
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
 /// writer is taken: their reasons and fraud analyses as JSON, and their audit entries.
@@ -62,7 +63,10 @@ impl<'a> PreparedDecisions<'a> {
             .map(|d| {
                 let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
                 let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
-                (d, reasons, fraud)
+                let lines = (!d.lines.is_empty())
+                    .then(|| serde_json::to_string(&d.lines).ok())
+                    .flatten();
+                (d, reasons, fraud, lines)
             })
             .collect();
         let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
@@ -85,7 +89,7 @@ impl Writes {
     /// rows pending review with a task.
     fn new(rows: &[Row<'_>], held: &[bool], backend: Backend) -> Self {
         let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
-        for (i, (d, _, _)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
+        for (i, (d, ..)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
             latest
                 .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
                 .and_modify(|j| {
@@ -150,10 +154,11 @@ fn update_sql(backend: Backend, rows: usize) -> String {
     format!(
         "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
          fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
-         task_id = v.column10, updated_at = v.column11, version = v.column12 \
+         task_id = v.column10, updated_at = v.column11, version = v.column12, \
+         lines = COALESCE(v.column13, claims.lines) \
          FROM (VALUES {}) AS v \
          WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
-        values_list(backend, rows, 12)
+        values_list(backend, rows, 13)
     )
 }
 
@@ -166,7 +171,7 @@ fn task_sql(backend: Backend, rows: usize) -> String {
 }
 
 fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
-    for (d, reasons, fraud) in chunk.iter().map(|i| &rows[*i]) {
+    for (d, reasons, fraud, lines) in chunk.iter().map(|i| &rows[*i]) {
         q = q
             .bind(d.tenant_id.as_str())
             .bind(&d.claim_id)
@@ -179,13 +184,14 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
             .bind(reasons)
             .bind(d.task_id.as_deref())
             .bind(d.decided_at_ms)
-            .bind(d.version);
+            .bind(d.version)
+            .bind(lines.as_deref());
     }
     q
 }
 
 fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
-    for (d, reasons, _) in chunk.iter().map(|i| &rows[*i]) {
+    for (d, reasons, ..) in chunk.iter().map(|i| &rows[*i]) {
         q = q
             .bind(d.task_id.as_deref())
             .bind(d.tenant_id.as_str())
