@@ -318,6 +318,28 @@ impl Line {
     }
 }
 
+/// Adjudicates a claim's lines as reads show them, without a plan, and writes each
+/// line's adjudication into it: the decision's lines before members' benefits apply.
+pub fn adjudicate_views(
+    lines: &mut [LineView],
+    fee_schedule: &BTreeMap<String, i64>,
+    verdict: &Verdict,
+) {
+    let inputs: Vec<LineIn> = lines
+        .iter()
+        .map(|l| LineIn {
+            procedure_code: l.procedure_code.as_deref(),
+            units: l.units,
+            amount: l.amount,
+            denial: None,
+        })
+        .collect();
+    let done = adjudicate(&inputs, fee_schedule, None, &Usage::default(), verdict);
+    for (line, a) in lines.iter_mut().zip(done.lines) {
+        line.adjudication = Some(a);
+    }
+}
+
 /// An officer's amount on lines adjudicated before: the plan pays `target` (at most
 /// the billed total). A lower amount is cut from the last line backwards (`CO-45`); a
 /// higher one gives adjustments back, the last line's last adjustment first. The lines

@@ -16,5 +16,5 @@ mod tests;
 pub mod usage;
 
 pub use eligibility::{eligibility, Eligibility};
-pub use lines::{adjudicate, settle, Adjudicated, Cap, Denial, LineIn, Verdict};
+pub use lines::{adjudicate, adjudicate_views, settle, Adjudicated, Cap, Denial, LineIn, Verdict};
 pub use usage::{MemberYear, Usage};

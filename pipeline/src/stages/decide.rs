@@ -14,7 +14,7 @@ use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate, Cap, Denial, LineIn, Usage, Verdict};
+use crate::adjudication::{adjudicate_views, Cap, Denial, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::ConfigCache;
@@ -203,24 +203,12 @@ fn adjudicated_lines(claim: &ClaimInProcess, outcome: Outcome) -> Vec<LineView> 
             }),
         },
     };
-    let inputs: Vec<LineIn> = lines
-        .iter()
-        .map(|l| LineIn {
-            procedure_code: l.procedure_code.as_deref(),
-            units: l.units,
-            amount: l.amount,
-            denial: None,
-        })
-        .collect();
     let no_schedule = std::collections::BTreeMap::new();
     let schedule = claim
         .contract
         .as_ref()
         .map_or(&no_schedule, |c| &c.fee_schedule);
-    let done = adjudicate(&inputs, schedule, None, &Usage::default(), &verdict);
-    for (line, a) in lines.iter_mut().zip(done.lines) {
-        line.adjudication = Some(a);
-    }
+    adjudicate_views(&mut lines, schedule, &verdict);
     lines
 }
 

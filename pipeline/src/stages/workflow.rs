@@ -4,12 +4,12 @@
 //! `claim.completed` (`DECLINED`). The task itself was marked done when the officer
 //! decided. Ids derive from the claim, so a redelivered decision changes nothing.
 
-use schemas::adjudication::{carc, LineView};
+use schemas::adjudication::carc;
 use schemas::claim::{ClaimStatus, ClaimView, Outcome};
 use schemas::workflow::TaskAction;
 
 use super::runner::{decode, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate, settle, Denial, LineIn, Usage, Verdict};
+use crate::adjudication::{adjudicate_views, settle, Denial, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
 use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
@@ -41,7 +41,15 @@ pub fn process(
                     .unwrap_or(claim.submission.claim_amount)
             }),
         ),
-        _ => deny_all(&mut lines),
+        // An officer's decline: every line denied whole.
+        _ => adjudicate_views(
+            &mut lines,
+            &Default::default(),
+            &Verdict::Deny(Denial {
+                carc: carc::NON_COVERED.to_owned(),
+                rarc: None,
+            }),
+        ),
     }
     let approved_amount = lines
         .iter()
@@ -103,27 +111,6 @@ pub fn process(
         lines,
         officer: Some(cmd.officer.clone()),
     })
-}
-
-/// An officer's decline: every line denied whole (`CO-96`).
-fn deny_all(lines: &mut [LineView]) {
-    let inputs: Vec<LineIn> = lines
-        .iter()
-        .map(|l| LineIn {
-            procedure_code: l.procedure_code.as_deref(),
-            units: l.units,
-            amount: l.amount,
-            denial: None,
-        })
-        .collect();
-    let deny = Verdict::Deny(Denial {
-        carc: carc::NON_COVERED.to_owned(),
-        rarc: None,
-    });
-    let done = adjudicate(&inputs, &Default::default(), None, &Usage::default(), &deny);
-    for (line, a) in lines.iter_mut().zip(done.lines) {
-        line.adjudication = Some(a);
-    }
 }
 
 #[derive(Debug, Clone)]
