@@ -15,6 +15,7 @@ pub const MAX_LINES: usize = 1000;
 pub const MAX_DIAGNOSIS_CODES: usize = 50;
 pub const MAX_METADATA_BYTES: usize = 16 * 1024;
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
+pub const MAX_MODIFIERS: usize = 4;
 
 /// One service line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -27,6 +28,10 @@ pub struct ClaimLine {
     /// Minor units; the lines' amounts add up to `claim_amount`.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     pub amount: i64,
+    /// Up to 4 procedure modifiers of two letters or digits (`25`, `QW`).
+    #[serde(default)]
+    #[schema(max_items = 4)]
+    pub modifiers: Vec<String>,
 }
 
 /// `POST /claims/intake`, and each item of `POST /claims/batch`.
@@ -113,6 +118,20 @@ impl ClaimSubmission {
                 return Err(bad(format!("lines[{i}].units"), "must be from 1 to 10000"));
             }
             check_amount(&format!("lines[{i}].amount"), l.amount)?;
+            if l.modifiers.len() > MAX_MODIFIERS {
+                return Err(bad(
+                    format!("lines[{i}].modifiers"),
+                    format!("at most {MAX_MODIFIERS} modifiers"),
+                ));
+            }
+            for (j, m) in l.modifiers.iter().enumerate() {
+                if m.len() != 2 || !m.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return Err(bad(
+                        format!("lines[{i}].modifiers[{j}]"),
+                        "must be two letters or digits",
+                    ));
+                }
+            }
             sum = sum.saturating_add(l.amount);
         }
         if !self.lines.is_empty() && sum != self.claim_amount {
@@ -275,7 +294,7 @@ impl ClaimSubmission {
                 procedure_code: Some(l.procedure_code.clone()),
                 units: l.units,
                 amount: l.amount,
-                modifiers: Vec::new(),
+                modifiers: l.modifiers.clone(),
                 adjudication: None,
             })
             .collect()
@@ -365,6 +384,12 @@ mod tests {
         let mut c = claim();
         c.lines[0].units = 0;
         assert_eq!(field(c), "lines[0].units");
+        let mut c = claim();
+        c.lines[1].modifiers = vec!["25".into(), "Q".into()];
+        assert_eq!(field(c), "lines[1].modifiers[1]");
+        let mut c = claim();
+        c.lines[1].modifiers = vec!["25".into(); 5];
+        assert_eq!(field(c), "lines[1].modifiers");
         let mut c = claim();
         c.diagnosis_codes = vec!["".into()];
         assert_eq!(field(c), "diagnosis_codes[0]");

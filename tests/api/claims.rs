@@ -76,6 +76,7 @@ async fn an_accepted_claim_is_durable_readable_and_on_the_intake_topic(b: Backen
     assert_eq!(got.body["lines"][1]["procedure_code"], "80053");
     assert_eq!(got.body["lines"][1]["line_no"], 2);
     assert_eq!(got.body["lines"][1]["adjudication"], Value::Null);
+    assert_eq!(got.body["lines"][0]["modifiers"], json!([]));
     assert_eq!(got.body["metadata"]["channel"], "api");
     assert_eq!(got.body["rulebook_version"], 1);
     assert_eq!(got.body["received_at"], r.body["received_at"]);
@@ -116,6 +117,13 @@ async fn intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing(b
                 json!([{"procedure_code": "99213", "units": 0, "amount": 12500}]),
             ),
             "lines[0].units",
+        ),
+        (
+            with(
+                "lines",
+                json!([{"procedure_code": "99213", "units": 1, "amount": 12500, "modifiers": ["25", "XYZ"]}]),
+            ),
+            "lines[0].modifiers[1]",
         ),
         (with("extra", json!(1)), ""),
     ] {

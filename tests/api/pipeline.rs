@@ -79,11 +79,16 @@ async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Ba
             Method::POST,
             "/claims/intake",
             Some(&s.access),
-            Some(claim("CLM-1")),
+            Some({
+                let mut c = claim("CLM-1");
+                c["lines"][1]["modifiers"] = json!(["QW", "91"]);
+                c
+            }),
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED);
     let c = decided(&app, &s, "CLM-1").await;
+    assert_eq!(c["lines"][1]["modifiers"], json!(["QW", "91"]), "modifiers travel with their line");
     assert_eq!(c["status"], "completed");
     assert_eq!(c["outcome"], "ADJUDICATED");
     // 7500 uncapped + 5000 capped at 4000 for code 80053.
