@@ -88,7 +88,11 @@ async fn a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced(b: Ba
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED);
     let c = decided(&app, &s, "CLM-1").await;
-    assert_eq!(c["lines"][1]["modifiers"], json!(["QW", "91"]), "modifiers travel with their line");
+    assert_eq!(
+        c["lines"][1]["modifiers"],
+        json!(["QW", "91"]),
+        "modifiers travel with their line"
+    );
     assert_eq!(c["status"], "completed");
     assert_eq!(c["outcome"], "ADJUDICATED");
     // 7500 uncapped + 5000 capped at 4000 for code 80053.
