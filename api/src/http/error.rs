@@ -102,6 +102,16 @@ impl ApiError {
         }
     }
 
+    /// 409 `CONFLICT` naming the field whose value clashes (a taken id).
+    pub fn conflict_on(field: &str, message: impl Into<Cow<'static, str>>) -> Self {
+        Self::Refused {
+            status: StatusCode::CONFLICT,
+            code: "CONFLICT",
+            message: message.into(),
+            field: Some(field.to_owned()),
+        }
+    }
+
     pub fn internal(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Internal(Box::new(e))
     }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use pipeline::store::{StoreError, Upserted};
 use schemas::member::{Member, NewMember, PatchMember, MAX_IMPORT};
@@ -55,12 +55,9 @@ pub async fn create_member(
         .create_member(&who.tenant_id, &body, &who.user_id)
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => ApiError::Refused {
-                status: StatusCode::CONFLICT,
-                code: "CONFLICT",
-                message: "a member with this member_id exists".into(),
-                field: Some("member_id".into()),
-            },
+            StoreError::Conflict(_) => {
+                ApiError::conflict_on("member_id", "a member with this member_id exists")
+            }
             other => other.into(),
         })?;
     Ok(created_at(

@@ -2,7 +2,6 @@
 //! reads `claims:read`. A change to a plan applies to the claims processed after it.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::Response;
 use pipeline::store::StoreError;
 use schemas::plan::{CreatePlan, PatchPlan, Plan};
@@ -37,12 +36,9 @@ pub async fn create_plan(
         .create_plan(&who.tenant_id, &body, &who.user_id)
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => ApiError::Refused {
-                status: StatusCode::CONFLICT,
-                code: "CONFLICT",
-                message: "a plan with this plan_id exists".into(),
-                field: Some("plan_id".into()),
-            },
+            StoreError::Conflict(_) => {
+                ApiError::conflict_on("plan_id", "a plan with this plan_id exists")
+            }
             other => other.into(),
         })?;
     tracing::info!(tenant_id = %who.tenant_id, plan_id = %created.plan_id, "Plan created.");

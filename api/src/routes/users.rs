@@ -41,12 +41,10 @@ fn check_password(p: &SecretString) -> Result<(), ApiError> {
 }
 
 fn not_yourself(what: &str) -> ApiError {
-    ApiError::Refused {
-        status: StatusCode::CONFLICT,
-        code: "CONFLICT",
-        message: format!("you cannot {what} your own user; another user of the tenant can").into(),
-        field: Some("user_id".into()),
-    }
+    ApiError::conflict_on(
+        "user_id",
+        format!("you cannot {what} your own user; another user of the tenant can"),
+    )
 }
 
 /// Whether `s` looks like an email address: one `@`, a dotted domain, no spaces.
@@ -103,12 +101,9 @@ pub async fn create_user(
         )
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => ApiError::Refused {
-                status: StatusCode::CONFLICT,
-                code: "CONFLICT",
-                message: "a user with this email exists".into(),
-                field: Some("email".into()),
-            },
+            StoreError::Conflict(_) => {
+                ApiError::conflict_on("email", "a user with this email exists")
+            }
             other => other.into(),
         })?;
     tracing::info!(tenant_id = %who.tenant_id, %user_id, "User created.");

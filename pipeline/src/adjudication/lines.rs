@@ -318,6 +318,15 @@ impl Line {
     }
 }
 
+/// What the plan pays for adjudicated lines: the sum of their approved amounts.
+pub fn approved_total(lines: &[LineView]) -> i64 {
+    lines
+        .iter()
+        .filter_map(|l| l.adjudication.as_ref())
+        .map(|a| a.approved_amount)
+        .sum()
+}
+
 /// Adjudicates a claim's lines as reads show them, without a plan, and writes each
 /// line's adjudication into it: the decision's lines before members' benefits apply.
 pub fn adjudicate_views(

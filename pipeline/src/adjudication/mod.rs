@@ -16,5 +16,7 @@ mod tests;
 pub mod usage;
 
 pub use eligibility::{eligibility, Eligibility};
-pub use lines::{adjudicate, adjudicate_views, settle, Adjudicated, Cap, Denial, LineIn, Verdict};
+pub use lines::{
+    adjudicate, adjudicate_views, approved_total, settle, Adjudicated, Cap, Denial, LineIn, Verdict,
+};
 pub use usage::{MemberYear, Usage};

@@ -14,7 +14,7 @@ use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate_views, Cap, Denial, Verdict};
+use crate::adjudication::{adjudicate_views, approved_total, Cap, Denial, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::ConfigCache;
@@ -107,11 +107,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         }
     };
     let lines = adjudicated_lines(claim, outcome);
-    let approved_amount = lines
-        .iter()
-        .filter_map(|l| l.adjudication.as_ref())
-        .map(|a| a.approved_amount)
-        .sum();
+    let approved_amount = approved_total(&lines);
     let status = if outcome == Outcome::Flagged {
         ClaimStatus::PendingReview
     } else {

@@ -9,7 +9,7 @@ use schemas::claim::{ClaimStatus, ClaimView, Outcome};
 use schemas::workflow::TaskAction;
 
 use super::runner::{decode, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate_views, settle, Denial, Verdict};
+use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
 use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
@@ -51,11 +51,7 @@ pub fn process(
             }),
         ),
     }
-    let approved_amount = lines
-        .iter()
-        .filter_map(|l| l.adjudication.as_ref())
-        .map(|a| a.approved_amount)
-        .sum();
+    let approved_amount = approved_total(&lines);
     let audit_id = derived_id("aud", t, c, "decision-2");
     let fraud_score = fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);

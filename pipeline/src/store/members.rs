@@ -111,7 +111,7 @@ impl Store {
         ))
         .bind(tenant_id)
         .bind(member_id)
-        .fetch_optional(self.writer())
+        .fetch_optional(self.reader())
         .await?;
         row.map(Member::try_from).transpose()
     }

@@ -84,7 +84,7 @@ impl Store {
         ))
         .bind(tenant_id)
         .bind(plan_id)
-        .fetch_optional(self.writer())
+        .fetch_optional(self.reader())
         .await?;
         row.map(Plan::try_from).transpose()
     }
