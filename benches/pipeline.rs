@@ -1,7 +1,8 @@
 //! End-to-end throughput of a running service on the embedded default (or on
 //! `CLAIMS_DATABASE_URL`): intake claims/s by batch and by single request, end-to-end
 //! claims/s (first 202 to last claim decided), p50/p99 latency from acceptance to
-//! decision, and the service's peak RSS. Run with `scripts/bench [N]`.
+//! decision, and the service's peak RSS. Every claim's member is on a plan with a
+//! deductible, coinsurance and a copay. Run with `scripts/bench [N]`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
 use std::process::{Child, Command, Stdio};
@@ -16,11 +17,13 @@ mod support;
 const BATCH: usize = 1000;
 const BATCH_CONCURRENCY: usize = 4;
 const SINGLE_CONCURRENCY: usize = 32;
+/// Members the claims are spread over, all on one plan.
+const MEMBERS: usize = 5000;
 
 fn claim(i: usize) -> Value {
     let amount = 1000 + (i as i64 * 7919) % 90_000;
     json!({
-        "claim_id": format!("CLM-{i:07}"), "member_id": format!("MBR-{}", i % 5000), "provider_id": format!("PRV-{}", i % 20),
+        "claim_id": format!("CLM-{i:07}"), "member_id": format!("MBR-{}", i % MEMBERS), "provider_id": format!("PRV-{}", i % 20),
         "claim_amount": amount, "service_date": "2026-01-15",
         "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
     })
@@ -165,6 +168,30 @@ async fn main() {
         )
         .await;
     }
+    // Every claim's member is on a plan: the benefits and the accumulators are part of
+    // the work measured.
+    post(
+        format!("{base}/plans"),
+        json!({"plan_id": "PPO", "name": "PPO", "benefits": {
+            "deductible": 50_000, "coinsurance_pct": 20, "out_of_pocket_max": 400_000,
+            "copays": {"99213": 2_500}}}),
+    )
+    .await;
+    let members: Vec<Value> = (0..MEMBERS)
+        .map(|m| {
+            json!({"member_id": format!("MBR-{m}"), "date_of_birth": "1970-01-01", "sex": "U",
+                        "plan_id": "PPO", "coverage": [{"from": "2020-01-01"}]})
+        })
+        .collect();
+    let imported: Value = post(format!("{base}/members/import"), json!(members))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        imported["imported"], MEMBERS,
+        "the members are imported: {imported}"
+    );
     let rules: Vec<Value> = (0..20)
         .map(|i| json!({"rule_id": format!("r{i}"), "when": format!("claim.claim_amount > {} && member_history.claims_last_24h > {}", 80_000 + i, 50 + i), "action": "flag", "reason_code": "R"}))
         .collect();

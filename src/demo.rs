@@ -1,7 +1,8 @@
 //! `claims serve --demo`: a demo tenant and a user holding every scope, so that a
 //! newcomer can log in at once, and what a first claim needs: provider `PRV-1` under an
-//! active contract and a published example rulebook (the README's quickstart uses
-//! them). The password is new on every start (or taken from `CLAIMS_DEMO_PASSWORD`)
+//! active contract, a published example rulebook, and member `MBR-1` on plan
+//! `DEMO-PPO` (a 50.00 deductible and 20% coinsurance, so that the first claim shows
+//! the member's share). The README's quickstart uses them. The password is new on every start (or taken from `CLAIMS_DEMO_PASSWORD`)
 //! and printed, never stored in clear. Seeding is idempotent: a restart keeps the data.
 #![allow(clippy::print_stdout)] // telling the newcomer how to log in is the point
 
@@ -51,9 +52,37 @@ pub async fn seed(state: &AppState, addr: SocketAddr) -> anyhow::Result<()> {
 pub const PROVIDER_ID: &str = "PRV-1";
 const ACTOR: &str = "demo";
 
+/// The member and plan of the README's examples.
+pub const MEMBER_ID: &str = "MBR-1";
+pub const PLAN_ID: &str = "DEMO-PPO";
+
+/// Plan `DEMO-PPO` and member `MBR-1` on it, covered since 2020, unless the tenant has
+/// them already.
+async fn seed_members(store: &pipeline::store::Store) -> anyhow::Result<()> {
+    if store.plan(TENANT_ID, PLAN_ID).await?.is_none() {
+        let plan: schemas::plan::CreatePlan = serde_json::from_value(serde_json::json!({
+            "plan_id": PLAN_ID, "name": "Demo PPO",
+            "benefits": {"deductible": 5000, "coinsurance_pct": 20, "out_of_pocket_max": 200000,
+                         "visit_limits": {"97110": 20}}
+        }))?;
+        plan.validate()
+            .map_err(|e| anyhow::anyhow!("the demo plan: {e:?}"))?;
+        store.create_plan(TENANT_ID, &plan, ACTOR).await?;
+    }
+    if store.member(TENANT_ID, MEMBER_ID).await?.is_none() {
+        let member: schemas::member::NewMember = serde_json::from_value(serde_json::json!({
+            "member_id": MEMBER_ID, "date_of_birth": "1980-02-03", "sex": "F", "plan_id": PLAN_ID,
+            "coverage": [{"from": "2020-01-01"}]
+        }))?;
+        store.create_member(TENANT_ID, &member, ACTOR).await?;
+    }
+    Ok(())
+}
+
 /// Provider `PRV-1` with an active contract (a fee schedule capping procedure 80053 at
 /// 40.00), and an example rulebook, published, unless the tenant has them already.
 async fn seed_claims_setup(store: &pipeline::store::Store) -> anyhow::Result<()> {
+    seed_members(store).await?;
     use pipeline::store::{NewContract, NewProvider};
     if store.provider(TENANT_ID, PROVIDER_ID).await?.is_none() {
         store
@@ -93,6 +122,8 @@ async fn seed_claims_setup(store: &pipeline::store::Store) -> anyhow::Result<()>
                 action,
                 reason_code: reason_code.into(),
                 approved_amount: None,
+                carc: None,
+                rarc: None,
             }
         };
         use schemas::rulebook::RuleAction::{Block, Decline, Flag};

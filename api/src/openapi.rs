@@ -82,6 +82,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(members::create_member))
         .routes(routes!(members::import_members))
         .routes(routes!(members::get_member, members::patch_member))
+        .routes(routes!(members::get_accumulators))
         .routes(routes!(
             rulebooks::create_rulebook,
             rulebooks::list_rulebooks

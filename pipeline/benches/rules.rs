@@ -40,6 +40,8 @@ fn rulebook() -> Vec<Rule> {
                 action,
                 reason_code: format!("R{i}"),
                 approved_amount: None,
+                carc: None,
+                rarc: None,
             }
         })
         .collect()

@@ -1,6 +1,7 @@
 //! Tenant configuration as the hot path reads it: settings, the active rulebook
-//! (its id and version) and "is this provider contracted today", kept in memory so that intake and
-//! the stages do not ask the store for every claim.
+//! (its id and version), "is this provider contracted today", and members with their
+//! plans, kept in memory so that intake and the stages do not ask the store for every
+//! claim.
 //!
 //! Staleness bound: an entry lives at most `ttl` (`CLAIMS_CONFIG_CACHE_TTL_MS`, default
 //! 1 s). A change made through this process is seen here at once, because the writer
@@ -11,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moka::future::Cache;
+use schemas::member::Member;
+use schemas::plan::Plan;
 use schemas::tenant::TenantSettings;
 use schemas::Date;
 
@@ -29,6 +32,15 @@ pub struct ConfigCache {
     settings: Cache<String, TenantSettings>,
     rulebooks: Cache<String, Option<ActiveRulebook>>,
     contracts: Cache<(String, String, Date), Option<Arc<Contracted>>>,
+    members: Cache<(String, String), Option<Arc<MemberPlan>>>,
+}
+
+/// A member on the roster with their plan (none only if the plan was deleted from the
+/// store by hand: plans cannot be deleted through the API).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberPlan {
+    pub member: Member,
+    pub plan: Option<Plan>,
 }
 
 impl std::fmt::Debug for ConfigCache {
@@ -59,7 +71,32 @@ impl ConfigCache {
                 .time_to_live(ttl)
                 .support_invalidation_closures()
                 .build(),
+            members: Cache::builder()
+                .max_capacity(1_000_000)
+                .time_to_live(ttl)
+                .support_invalidation_closures()
+                .build(),
         }
+    }
+
+    /// The member with their plan; `None` for a member not on the tenant's roster.
+    pub async fn member(
+        &self,
+        tenant_id: &str,
+        member_id: &str,
+    ) -> Result<Option<Arc<MemberPlan>>, CacheError> {
+        let store = &self.store;
+        let key = (tenant_id.to_owned(), member_id.to_owned());
+        Ok(self
+            .members
+            .try_get_with(key, async move {
+                let Some(member) = store.member(tenant_id, member_id).await? else {
+                    return Ok::<_, StoreError>(None);
+                };
+                let plan = store.plan(tenant_id, &member.plan_id).await?;
+                Ok(Some(Arc::new(MemberPlan { member, plan })))
+            })
+            .await?)
     }
 
     pub async fn settings(&self, tenant_id: &str) -> Result<TenantSettings, CacheError> {
@@ -121,8 +158,12 @@ impl ConfigCache {
         self.rulebooks.invalidate(tenant_id).await;
         let tenant = tenant_id.to_owned();
         // Contract entries are keyed by (tenant, provider, day).
+        let _ = self.contracts.invalidate_entries_if({
+            let tenant = tenant.clone();
+            move |k, _| k.0 == tenant
+        });
         let _ = self
-            .contracts
+            .members
             .invalidate_entries_if(move |k, _| k.0 == tenant);
     }
 }

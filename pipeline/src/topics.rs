@@ -28,6 +28,9 @@ pub struct Topics {
     /// Fraud state per provider and per member (compacted).
     pub fraud_providers: TopicSpec,
     pub fraud_members: TopicSpec,
+    /// Members' accumulators, a record per claim counted in a member's year
+    /// (compacted).
+    pub accumulators: TopicSpec,
     /// Received uploads waiting for the scan stage.
     pub uploads: TopicSpec,
     /// Uploads found clean, waiting for OCR.
@@ -54,6 +57,7 @@ impl Topics {
             workflow: stream("claims.workflow").with_schema(&avro::OFFICER_DECISION),
             fraud_providers: state("state.fraud-providers").with_schema(&avro::PROVIDER_STATS),
             fraud_members: state("state.fraud-members").with_schema(&avro::MEMBER_STATE),
+            accumulators: state("state.accumulators").with_schema(&avro::ACCUMULATOR),
             uploads: stream("uploads.received").with_schema(&avro::UPLOAD),
             uploads_scanned: stream("uploads.scanned").with_schema(&avro::UPLOAD),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
@@ -76,6 +80,7 @@ impl Topics {
             self.workflow.clone(),
             self.fraud_providers.clone(),
             self.fraud_members.clone(),
+            self.accumulators.clone(),
             self.uploads.clone(),
             self.uploads_scanned.clone(),
             self.dead_letter.clone(),

@@ -238,12 +238,16 @@ impl Outcome {
 /// Why a claim was decided as it was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Reason {
-    /// `rule`, `fraud` or `validation`.
+    /// `rule`, `fraud`, `validation` or `eligibility`.
     pub source: String,
     pub code: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<String>,
     pub message: String,
+    /// The CARC the claim's lines are denied with, for a reason that denies them
+    /// (eligibility: `27` not covered, `31` unknown member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carc: Option<String>,
 }
 
 /// `202` answer of intake.

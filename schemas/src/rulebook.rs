@@ -50,6 +50,23 @@ pub struct Rule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 4096)]
     pub approved_amount: Option<String>,
+    /// The Claim Adjustment Reason Code the adjustments this rule causes carry (contract
+    /// part 2); by default `A1` for a block, `96` for a decline, `45` for an adjust.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Z0-9]{1,3}$")]
+    pub carc: Option<String>,
+    /// A Remittance Advice Remark Code to go with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Z0-9]{2,5}$")]
+    pub rarc: Option<String>,
+}
+
+/// Whether `code` is an adjustment code of `min..=max` capital letters and digits.
+pub fn is_code(code: &str, min: usize, max: usize) -> bool {
+    (min..=max).contains(&code.len())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
 /// `POST /rulebooks`.

@@ -16,6 +16,10 @@ pub struct TenantSettings {
     pub max_upload_bytes: u64,
     /// Claims below this amount (minor units) are approved without review, when set.
     pub auto_approve_below: Option<i64>,
+    /// Claims of members not on the tenant's roster are declined (`MEMBER_UNKNOWN`,
+    /// CARC 31). Members on the roster are checked against their coverage whatever
+    /// this says.
+    pub eligibility_required: bool,
 }
 
 impl TenantSettings {
@@ -30,6 +34,7 @@ impl Default for TenantSettings {
             rate_limit_per_minute: 60_000,
             max_upload_bytes: 25 * 1024 * 1024,
             auto_approve_below: None,
+            eligibility_required: false,
         }
     }
 }
@@ -48,6 +53,7 @@ pub struct TenantSettingsPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>, minimum = 1)]
     pub auto_approve_below: Option<Option<i64>>,
+    pub eligibility_required: Option<bool>,
 }
 
 /// Tells a field given as `null` (Some(None)) from a field left out (None).
@@ -103,6 +109,9 @@ impl TenantSettingsPatch {
                 });
             }
             next.auto_approve_below = a;
+        }
+        if let Some(e) = self.eligibility_required {
+            next.eligibility_required = e;
         }
         Ok(next)
     }

@@ -83,7 +83,7 @@ async fn an_accepted_claim_is_durable_readable_and_on_the_intake_topic(b: Backen
 
     let records = intake_records(&app, 1).await;
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].key, "acme/CLM-1");
+    assert_eq!(records[0].key, "acme/MBR-1", "keyed by member");
     let command: Value = serde_json::from_slice(&records[0].value).unwrap();
     assert_eq!(command["tenant_id"], "acme");
     assert_eq!(command["claim"]["claim_id"], "CLM-1");

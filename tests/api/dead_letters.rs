@@ -90,12 +90,17 @@ async fn claims_under_a_corrupt_rulebook_are_parked_and_redriven_once_it_is_fixe
     let (ok, shown, err) = claims(&app, &["dead-letters", "show", &list[0]["id"].to_string()]);
     assert!(ok, "{err}");
     // The record as the stage read it: the intake command (fused chain) or the claim in
-    // process (separate stages), carrying the claim the key names.
-    let claim_id = list[0]["key"].as_str().unwrap().split('/').nth(1).unwrap();
+    // process (separate stages), carrying a parked claim of the member the key names.
+    let member = list[0]["key"].as_str().unwrap().split('/').nth(1).unwrap();
+    let value = shown["value"].to_string();
     assert!(
-        shown["value"]
-            .to_string()
-            .contains(&format!("\"claim_id\":\"{claim_id}\"")),
+        value.contains(&format!("\"member_id\":\"{member}\"")),
+        "{shown}"
+    );
+    assert!(
+        ["G-", "B-"]
+            .iter()
+            .any(|p| value.contains(&format!("\"claim_id\":\"{p}"))),
         "{shown}"
     );
     // Parked claims are not decided: no approval under a rulebook that cannot be read.

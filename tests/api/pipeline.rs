@@ -205,7 +205,7 @@ async fn a_flag_rule_sends_a_claim_to_review_with_a_task(b: Backend) {
 async fn a_decline_rule_declines_a_claim(b: Backend) {
     let app = TestApp::spawn(b).await;
     let s = ready_tenant(&app, "acme").await;
-    app.publish_rulebook(&s.access, json!([{"rule_id": "diabetes", "when": "'E11.9' in claim.diagnosis_codes", "action": "decline", "reason_code": "NOT_COVERED"}])).await;
+    app.publish_rulebook(&s.access, json!([{"rule_id": "diabetes", "when": "'E11.9' in claim.diagnosis_codes", "action": "decline", "reason_code": "NOT_COVERED", "carc": "B7", "rarc": "N130"}])).await;
     app.call(
         Method::POST,
         "/claims/intake",
@@ -223,6 +223,14 @@ async fn a_decline_rule_declines_a_claim(b: Backend) {
         (Some("DECLINED"), Some(0), Some("completed"))
     );
     assert_eq!(c["reasons"][0]["code"], "NOT_COVERED");
+    // Every line denied with the rule's CARC and RARC.
+    for l in c["lines"].as_array().unwrap() {
+        assert_eq!(
+            l["adjudication"]["adjustments"],
+            json!([{"group": "CO", "carc": "B7", "rarc": "N130", "amount": l["amount"]}]),
+            "{l}"
+        );
+    }
 }
 
 async fn an_adjust_rule_sets_the_amount_and_gives_its_reason(b: Backend) {
@@ -314,8 +322,8 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
         .records_of(topic, 1)
         .await
         .into_iter()
-        .find(|r| r.key == "acme/CLM-1")
-        .expect("the decision is on the decisions topic");
+        .find(|r| r.key == "acme/MBR-1")
+        .expect("the decision is on the decisions topic, keyed by member");
     let mut other: Value = serde_json::from_slice(&original.value).unwrap();
     other["status"] = json!("pending_review");
     other["outcome"] = json!("FLAGGED");

@@ -171,6 +171,8 @@ async fn a_rule_that_cannot_work_is_refused_at_create_with_its_field_and_why(b: 
             "claim.claim_amount > 1",
             "integer amount",
         ),
+        (0, "carc", "forty-five", "must be a CARC"),
+        (1, "rarc", "n130", "must be a RARC"),
     ];
     for (i, field, expr, says) in cases {
         let mut rules = sample_rules();

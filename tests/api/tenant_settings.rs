@@ -21,7 +21,8 @@ async fn settings_start_at_the_contract_defaults_and_patches_apply(b: Backend) {
             "fraud_flag_threshold": 0.8,
             "rate_limit_per_minute": 60000,
             "max_upload_bytes": 26214400,
-            "auto_approve_below": null
+            "auto_approve_below": null,
+            "eligibility_required": false
         })
     );
     let r = app

@@ -1,7 +1,10 @@
 //! Nothing lost, nothing doubled (issue 4): the real `claims serve` process takes a
 //! stream of claims while it is killed with SIGKILL several times and restarted. Every
 //! claim that was accepted must reach exactly one decision, with one audit record and one
-//! id per event, on each store.
+//! id per event, on each store. Every member is on a plan with a deductible: afterwards
+//! each member's accumulators, in the store and on `state.accumulators`, equal the sum
+//! recomputed from the claims' final decisions, and the deductible was taken by the
+//! member's claims in the order they were accepted.
 
 // A test reports failure by panicking; unwrapping is the idiom here.
 #![allow(clippy::unwrap_used)]
@@ -24,6 +27,9 @@ use serde_json::{json, Value};
 const CLAIMS: usize = 3000;
 const BATCH: usize = 100;
 const KILLS: usize = 8;
+const MEMBERS: usize = 97;
+/// The plan's yearly deductible: a member's first few claims consume it.
+const DEDUCTIBLE: i64 = 100_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_kill_9_loses_and_doubles_nothing() {
@@ -135,11 +141,13 @@ async fn call(
 }
 
 fn claim(i: usize) -> Value {
-    // Amounts vary so that some claims are flagged and some blocked.
+    // Amounts vary so that some claims are flagged and some blocked; each of a member's
+    // claims is on a day of its own, so that none reads as a near-duplicate.
     let amount = 1000 + (i as i64 * 7919) % 90_000;
+    let day = i / MEMBERS % 31 + 1;
     json!({
-        "claim_id": format!("CLM-{i:05}"), "member_id": format!("MBR-{}", i % 97), "provider_id": "PRV-1",
-        "claim_amount": amount, "service_date": "2026-01-15",
+        "claim_id": format!("CLM-{i:05}"), "member_id": format!("MBR-{}", i % MEMBERS), "provider_id": "PRV-1",
+        "claim_amount": amount, "service_date": format!("2026-03-{day:02}"),
         "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
     })
 }
@@ -185,7 +193,7 @@ async fn run(b: Backend, plan: Plan) {
         .unwrap()
         .status
         .success());
-    let scopes = "claims:write claims:read providers:write rulebooks:write";
+    let scopes = "claims:write claims:read providers:write rulebooks:write tenant:configure";
     let user = [
         "admin",
         "create-user",
@@ -233,6 +241,23 @@ async fn run(b: Backend, plan: Plan) {
         json!({"effective_from": "2020-01-01"}),
     )
     .await;
+    call(&client, &token, Method::POST, format!("{}/plans", env.base), json!({"plan_id": "PPO", "name": "PPO",
+        "benefits": {"deductible": DEDUCTIBLE, "coinsurance_pct": 20, "out_of_pocket_max": 400_000}})).await;
+    let members: Vec<Value> = (0..MEMBERS)
+        .map(|m| {
+            json!({"member_id": format!("MBR-{m}"), "date_of_birth": "1970-01-01", "sex": "U",
+                        "plan_id": "PPO", "coverage": [{"from": "2026-01-01"}]})
+        })
+        .collect();
+    let imported = call(
+        &client,
+        &token,
+        Method::POST,
+        format!("{}/members/import", env.base),
+        json!(members),
+    )
+    .await;
+    assert_eq!(imported["imported"], MEMBERS, "{imported}");
     let rb = call(&client, &token, Method::POST, format!("{}/rulebooks", env.base), json!({"name": "R", "rules": [
         {"rule_id": "big", "when": "claim.claim_amount > 85000", "action": "block", "reason_code": "LIMIT"},
         {"rule_id": "sevens", "when": "claim.claim_amount % 7 == 0", "action": "flag", "reason_code": "SEVENS"}
@@ -472,6 +497,7 @@ async fn run(b: Backend, plan: Plan) {
     };
     child.kill().unwrap();
     child.wait().unwrap();
+    check_accumulators(&store, &bus, &topics, &all).await;
     assert_eq!(per_claim.len(), CLAIMS, "claims with events");
     for (_, c) in &all {
         let kinds = &per_claim[c.submission.claim_id.as_str()];
@@ -494,4 +520,76 @@ async fn run(b: Backend, plan: Plan) {
             c.submission.claim_id
         );
     }
+}
+
+/// Each member's accumulators, in the store and on `state.accumulators`, are the sum of
+/// what the claims' final decisions say the member used; and the deductible went to
+/// the member's first payable claims, in acceptance (claim id) order.
+async fn check_accumulators(
+    store: &Store,
+    bus: &Bus,
+    topics: &Topics,
+    all: &[(i64, schemas::claim::ClaimView)],
+) {
+    use pipeline::adjudication::{usage_of, Usage};
+    use pipeline::stages::snapshot::accumulators::Accumulators;
+    let mut by_member: HashMap<String, Vec<&schemas::claim::ClaimView>> = HashMap::new();
+    for (_, c) in all {
+        by_member
+            .entry(c.submission.member_id.as_str().to_owned())
+            .or_default()
+            .push(c);
+    }
+    let state = Accumulators::from_entries(
+        bus.scan(&topics.accumulators)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| serde_json::from_slice(&r.value).unwrap()),
+    );
+    let mut counted = 0;
+    for (member, mut claims) in by_member {
+        claims.sort_by(|a, b| {
+            a.submission
+                .claim_id
+                .as_str()
+                .cmp(b.submission.claim_id.as_str())
+        });
+        let mut recomputed = Usage::default();
+        let mut deductible_left = DEDUCTIBLE;
+        for c in claims.iter().filter(|c| {
+            matches!(
+                c.outcome,
+                Some(schemas::claim::Outcome::Adjudicated | schemas::claim::Outcome::Approved)
+            )
+        }) {
+            let used = usage_of(&c.lines);
+            let allowed: i64 = c
+                .lines
+                .iter()
+                .map(|l| l.adjudication.as_ref().unwrap().allowed_amount)
+                .sum();
+            assert_eq!(
+                used.deductible,
+                allowed.min(deductible_left),
+                "{member}: claim {} took the deductible out of acceptance order",
+                c.submission.claim_id
+            );
+            deductible_left -= used.deductible;
+            recomputed.add(&used);
+            counted += 1;
+        }
+        let stored = store
+            .member_accumulators("acme", &member, 2026)
+            .await
+            .unwrap();
+        assert_eq!(stored, recomputed, "{member}: the store's accumulators");
+        let key = ("acme".to_owned(), member.clone(), 2026);
+        let on_topic = state
+            .year(&key)
+            .map(|y| y.totals.clone())
+            .unwrap_or_default();
+        assert_eq!(on_topic, recomputed, "{member}: state.accumulators");
+    }
+    assert!(counted > CLAIMS / 2, "most claims are payable: {counted}");
 }

@@ -2,14 +2,14 @@
 //! (NDJSON or a JSON array of up to 10,000, upserted, a result per item in input
 //! order). Writes need `tenant:configure`, reads `claims:read`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use pipeline::store::{StoreError, Upserted};
-use schemas::member::{Member, NewMember, PatchMember, MAX_IMPORT};
+use schemas::member::{Accumulators, Member, NewMember, PatchMember, MAX_IMPORT};
 use schemas::{Date, ErrorBody};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -60,6 +60,7 @@ pub async fn create_member(
             }
             other => other.into(),
         })?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     Ok(created_at(
         format!("/api/v1/members/{}", created.member_id),
         created,
@@ -81,6 +82,52 @@ pub async fn get_member(
         .await?
         .map(Json)
         .ok_or(ApiError::NotFound)
+}
+
+/// What a member has used of their benefits in a calendar year: the claims with a final
+/// payable outcome counted, less those voided or replaced.
+#[utoipa::path(get, path = "/members/{member_id}/accumulators", tag = "members",
+    security(("bearer" = ["claims:read"])),
+    params(("year" = Option<i32>, Query, description = "Calendar year (1900-9999); the current one by default")),
+    responses(
+        (status = 200, description = "The member's accumulators for the year", body = Accumulators),
+        (status = 404, description = "No such member in this tenant", body = ErrorBody),
+        (status = 422, description = "Bad year", body = ErrorBody),
+    ))]
+pub async fn get_accumulators(
+    State(state): State<AppState>,
+    who: Authorized<ClaimsRead>,
+    Path(member_id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Accumulators>, ApiError> {
+    let year = match query.get("year") {
+        None => Date::today_utc().year(),
+        Some(y) => y
+            .parse::<i32>()
+            .ok()
+            .filter(|y| (1900..=9999).contains(y))
+            .ok_or_else(|| ApiError::validation("year", "must be a year from 1900 to 9999"))?,
+    };
+    if state
+        .store
+        .member(&who.tenant_id, &member_id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound);
+    }
+    let used = state
+        .store
+        .member_accumulators(&who.tenant_id, &member_id, year)
+        .await?;
+    Ok(Json(Accumulators {
+        member_id,
+        year,
+        deductible_met: used.deductible,
+        out_of_pocket_met: used.out_of_pocket,
+        paid: used.paid,
+        visits: used.visits,
+    }))
 }
 
 /// Change a member's plan or coverage (`coverage` is replaced whole).
@@ -113,6 +160,7 @@ pub async fn patch_member(
         .store
         .update_member(&who.tenant_id, &member_id, &body, &who.user_id)
         .await?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     Ok(Json(member))
 }
 
@@ -173,6 +221,7 @@ pub async fn import_members(
         .store
         .import_members(&who.tenant_id, &refs, &who.user_id)
         .await?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     for ((slot, m), outcome) in slots.into_iter().zip(&members).zip(outcomes) {
         results[slot] = Some(ImportItem::Imported {
             member_id: m.member_id.to_string(),

@@ -41,6 +41,7 @@ pub async fn create_plan(
             }
             other => other.into(),
         })?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, plan_id = %created.plan_id, "Plan created.");
     Ok(created_at(
         format!("/api/v1/plans/{}", created.plan_id),
@@ -103,6 +104,7 @@ pub async fn patch_plan(
         .store
         .update_plan(&who.tenant_id, &plan_id, &body, &who.user_id)
         .await?;
+    state.config_cache.invalidate_tenant(&who.tenant_id).await;
     tracing::info!(tenant_id = %who.tenant_id, %plan_id, "Plan changed.");
     Ok(Json(plan))
 }

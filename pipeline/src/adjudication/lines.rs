@@ -36,14 +36,14 @@ pub struct LineIn<'a> {
 }
 
 /// Why a line or a whole claim is not paid: a `CO` adjustment with this CARC.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Denial {
     pub carc: String,
     pub rarc: Option<String>,
 }
 
 /// A claim-level cap on what the plan pays (an `adjust` rule).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cap {
     pub total: i64,
     pub carc: String,

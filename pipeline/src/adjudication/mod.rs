@@ -6,11 +6,13 @@
 //! Pure: no store, no bus, no clock. The stage that owns a member's accumulators calls
 //! [`adjudicate`] with the member's year so far and applies the [`Usage`] it returns.
 //!
-//! Files: [`lines`] the adjudicator, [`usage`] a member's year and what each claim added
-//! to it, [`eligibility`] whether the member is covered on the service date.
+//! Files: [`lines`] the adjudicator, [`pricing`] what the decide stage fixed before the
+//! member's year applies, [`usage`] a member's year and what each claim added to it,
+//! [`eligibility`] whether the member is covered on the service date.
 
 pub mod eligibility;
 pub mod lines;
+pub mod pricing;
 #[cfg(test)]
 mod tests;
 pub mod usage;
@@ -19,4 +21,5 @@ pub use eligibility::{eligibility, Eligibility};
 pub use lines::{
     adjudicate, adjudicate_views, approved_total, settle, Adjudicated, Cap, Denial, LineIn, Verdict,
 };
-pub use usage::{MemberYear, Usage};
+pub use pricing::{usage_of, Pricing};
+pub use usage::{Counted, MemberYear, Usage};

@@ -290,6 +290,20 @@ proptest! {
             }
             prop_assert_eq!(a.usage.paid, a.approved_amount());
             prop_assert_eq!(a.usage.out_of_pocket, share);
+            if with_plan {
+                // What the lines show is what the year counts.
+                let views: Vec<schemas::adjudication::LineView> = lines.iter().zip(&a.lines).enumerate().map(|(i, (l, out))| {
+                    schemas::adjudication::LineView {
+                        line_no: i as i64 + 1,
+                        procedure_code: l.procedure_code.map(str::to_owned),
+                        units: l.units,
+                        amount: l.amount,
+                        modifiers: Vec::new(),
+                        adjudication: Some(out.clone()),
+                    }
+                }).collect();
+                prop_assert_eq!(usage_of(&views), a.usage.clone());
+            }
             year.count(&format!("C{i}"), a.usage.clone());
             if with_plan {
                 prop_assert!(year.totals.out_of_pocket <= b.out_of_pocket_max);

@@ -48,13 +48,22 @@ impl Usage {
     }
 }
 
+/// A claim counted in a member's year: its place in the member's order and its usage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    pub seq: u64,
+    pub usage: Usage,
+}
+
 /// A member's calendar year: the totals and the claims counted in them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberYear {
     /// The sum of `claims`, kept so that reading it costs nothing.
     pub totals: Usage,
-    /// Each counted claim's usage, by claim id.
-    pub claims: BTreeMap<String, Usage>,
+    /// Each counted claim, by claim id.
+    pub claims: BTreeMap<String, Counted>,
+    /// The place the next counted claim takes.
+    pub next: u64,
 }
 
 impl MemberYear {
@@ -64,21 +73,44 @@ impl MemberYear {
         if self.claims.contains_key(claim_id) {
             return false;
         }
-        self.totals.add(&usage);
-        self.claims.insert(claim_id.to_owned(), usage);
+        let seq = self.next;
+        self.restore(claim_id, Counted { seq, usage });
         true
+    }
+
+    /// Takes in a claim as its state record has it (restoring from the state topic).
+    pub fn restore(&mut self, claim_id: &str, counted: Counted) {
+        self.next = self.next.max(counted.seq + 1);
+        self.totals.add(&counted.usage);
+        if let Some(old) = self.claims.insert(claim_id.to_owned(), counted) {
+            self.totals.subtract(&old.usage);
+        }
     }
 
     /// Takes `claim_id`'s usage out again (a void or a replacement): what it had added,
     /// or none when it was not counted.
     pub fn reverse(&mut self, claim_id: &str) -> Option<Usage> {
-        let usage = self.claims.remove(claim_id)?;
-        self.totals.subtract(&usage);
-        Some(usage)
+        let counted = self.claims.remove(claim_id)?;
+        self.totals.subtract(&counted.usage);
+        Some(counted.usage)
     }
 
-    pub fn counted(&self, claim_id: &str) -> Option<&Usage> {
+    pub fn counted(&self, claim_id: &str) -> Option<&Counted> {
         self.claims.get(claim_id)
+    }
+
+    /// The year as `claim_id` finds it: the claims counted before it, or all of them
+    /// for a claim not counted yet. A claim seen again (a redelivery) is adjudicated
+    /// against the same year as the first time, so it is decided the same way.
+    pub fn before(&self, claim_id: &str) -> Usage {
+        let Some(own) = self.claims.get(claim_id) else {
+            return self.totals.clone();
+        };
+        let mut year = Usage::default();
+        for c in self.claims.values().filter(|c| c.seq < own.seq) {
+            year.add(&c.usage);
+        }
+        year
     }
 }
 
@@ -103,6 +135,9 @@ mod tests {
         assert!(!year.count("C1", usage(999, 999, "x")));
         assert_eq!(year.totals.deductible, 500);
         assert_eq!(year.totals.visits("99213"), 2);
+        assert_eq!(year.before("C2"), usage(300, 0, "99213"));
+        assert_eq!(year.before("C1"), Usage::default());
+        assert_eq!(year.before("C3"), year.totals);
         assert_eq!(year.reverse("C1"), Some(usage(300, 0, "99213")));
         assert_eq!(year.reverse("C1"), None);
         assert_eq!(year.totals, usage(200, 160, "99213"));

@@ -21,10 +21,18 @@ pub struct ClaimSubmitted {
 }
 
 impl ClaimSubmitted {
-    /// Records of one claim share a key, so they stay in order in one partition.
+    /// Records of one member share a key from intake on, so that a member's claims
+    /// stay in acceptance order in one partition of every claim topic: the decide
+    /// stage adjudicates them against the member's benefits in that order, and the
+    /// fraud stage's member history has one writer.
     pub fn key(&self) -> String {
-        claim_key(&self.tenant_id, self.claim.claim_id.as_str())
+        member_key(&self.tenant_id, self.claim.member_id.as_str())
     }
+}
+
+/// The bus key of a member's claim records: `tenant/member`.
+pub fn member_key(tenant_id: &str, member_id: &str) -> String {
+    format!("{tenant_id}/{member_id}")
 }
 
 pub fn claim_key(tenant_id: &str, claim_id: &str) -> String {
@@ -66,19 +74,9 @@ impl ClaimInProcess {
         }
     }
 
-    /// The bus key: one claim's records stay in order in one partition.
+    /// The bus key, the member's (see [`ClaimSubmitted::key`]).
     pub fn key(&self) -> String {
         self.submitted.key()
-    }
-
-    /// The key on `claims.evaluated`, the fraud stage's input: all of one member's
-    /// claims meet in one partition, so one process holds the member's whole history
-    /// however many share the stage.
-    pub fn member_key(&self) -> String {
-        format!(
-            "{}/{}",
-            self.submitted.tenant_id, self.submitted.claim.member_id
-        )
     }
 
     pub fn tenant_id(&self) -> &str {

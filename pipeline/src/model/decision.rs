@@ -8,7 +8,8 @@ use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
 use super::event::DomainEvent;
-use crate::model::FraudScore;
+use crate::adjudication::{Pricing, Usage};
+use crate::model::{member_key, FraudScore};
 use crate::rules::TraceEntry;
 
 /// The decision on one claim, as the snapshot writer stores it.
@@ -16,6 +17,10 @@ use crate::rules::TraceEntry;
 pub struct Decision {
     pub tenant_id: TenantId,
     pub claim_id: String,
+    /// The claim's member: decisions are keyed by member, so that the stage that keeps
+    /// the members' accumulators takes a member's decisions in order.
+    #[serde(default)]
+    pub member_id: String,
     /// 1 for the automatic decision; an officer's decision is a later version.
     pub version: i64,
     pub status: ClaimStatus,
@@ -37,4 +42,49 @@ pub struct Decision {
     /// The officer (user id) whose review made this decision; none for the automatic one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub officer: Option<String>,
+    /// For a member on a plan, what the member's year is applied to (see
+    /// [`Pricing`]): the lines above are final once the snapshot stage applied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Pricing>,
+    /// The amount an officer approved, when they named one: it applies after the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub officer_amount: Option<i64>,
+    /// Set by the snapshot stage when the decision counts in the member's year: the
+    /// year and the claim's usage, for the store's copy of the accumulators.
+    #[serde(skip)]
+    pub counted: Option<(i32, Usage)>,
+}
+
+impl Decision {
+    /// The bus key: the member's.
+    pub fn key(&self) -> String {
+        member_key(&self.tenant_id, &self.member_id)
+    }
+
+    /// Whether the decision is a final payable outcome: one that moves the member's
+    /// accumulators.
+    pub fn is_payable(&self) -> bool {
+        matches!(
+            self.outcome,
+            schemas::claim::Outcome::Adjudicated | schemas::claim::Outcome::Approved
+        )
+    }
+
+    /// Replaces the lines' adjudication, and with it the approved amount, in the
+    /// decision and in the events that tell them.
+    pub fn set_lines(&mut self, lines: Vec<LineView>) {
+        self.approved_amount = crate::adjudication::approved_total(&lines);
+        let lines_json = serde_json::to_value(&lines).unwrap_or_default();
+        for e in &mut self.events {
+            if let Some(data) = e.data.as_object_mut() {
+                if data.contains_key("approved_amount") {
+                    data.insert("approved_amount".into(), self.approved_amount.into());
+                }
+                if data.contains_key("lines") {
+                    data.insert("lines".into(), lines_json.clone());
+                }
+            }
+        }
+        self.lines = lines;
+    }
 }

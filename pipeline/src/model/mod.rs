@@ -9,7 +9,7 @@ pub mod event;
 pub mod fraud;
 pub mod ids;
 
-pub use claim::{claim_key, ClaimInProcess, ClaimSubmitted};
+pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
 pub use decision::Decision;
 pub use event::{DomainEvent, EventKind};
 pub use fraud::{FraudReason, FraudScore};

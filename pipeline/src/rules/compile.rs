@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use cel::Program;
-use schemas::rulebook::{Rule, RuleAction};
+use schemas::rulebook::{is_code, Rule, RuleAction};
 use schemas::ClientId;
 
 use super::analysis::Analysis;
@@ -31,6 +31,8 @@ pub(crate) struct CompiledRule {
     pub rule_id: std::sync::Arc<str>,
     pub reason_code: std::sync::Arc<str>,
     pub description: std::sync::Arc<str>,
+    pub carc: Option<std::sync::Arc<str>>,
+    pub rarc: Option<std::sync::Arc<str>>,
     pub when: Program,
     /// `when` planned for direct evaluation, when its shape allows (see `plan`).
     pub plan: Option<BoolPlan>,
@@ -99,6 +101,18 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
         if let Err(e) = ClientId::parse(rule.reason_code.clone()) {
             return Err(fail("reason_code", e.to_string()));
         }
+        if rule.carc.as_deref().is_some_and(|c| !is_code(c, 1, 3)) {
+            return Err(fail(
+                "carc",
+                "must be a CARC: 1-3 capital letters or digits, e.g. 45 or A1".into(),
+            ));
+        }
+        if rule.rarc.as_deref().is_some_and(|c| !is_code(c, 2, 5)) {
+            return Err(fail(
+                "rarc",
+                "must be a RARC: 2-5 capital letters or digits, e.g. N130".into(),
+            ));
+        }
         if rule.description.len() > 1000 {
             return Err(fail(
                 "description",
@@ -132,6 +146,8 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
             rule_id: rule.rule_id.as_str().into(),
             reason_code: rule.reason_code.as_str().into(),
             description: rule.description.as_str().into(),
+            carc: rule.carc.as_deref().map(Into::into),
+            rarc: rule.rarc.as_deref().map(Into::into),
             rule: rule.clone(),
             when,
             amount,

@@ -27,6 +27,11 @@ pub struct RuleHit {
     pub rule_id: Arc<str>,
     pub reason_code: Arc<str>,
     pub description: Arc<str>,
+    /// The rule's CARC and RARC, when it names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carc: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rarc: Option<Arc<str>>,
 }
 
 /// What one rule did. Most rules of most claims do not match, so the common case is
@@ -239,6 +244,8 @@ fn hit(r: &CompiledRule) -> RuleHit {
         rule_id: r.rule_id.clone(),
         reason_code: r.reason_code.clone(),
         description: r.description.clone(),
+        carc: r.carc.clone(),
+        rarc: r.rarc.clone(),
     }
 }
 

@@ -74,6 +74,8 @@ fn flag(i: usize, when: &str) -> Rule {
         action: RuleAction::Flag,
         reason_code: format!("R{i}"),
         approved_amount: None,
+        carc: None,
+        rarc: None,
     }
 }
 
@@ -183,6 +185,8 @@ fn plans_evaluate_exactly_as_the_interpreter_does() {
         action: RuleAction::Adjust,
         reason_code: "DISCOUNT".into(),
         approved_amount: Some("claim.claim_amount - 1000".into()),
+        carc: None,
+        rarc: None,
     });
     let planned = compile(&rules).unwrap();
     let interpreted = compile(&rules).unwrap().interpreted();

@@ -15,6 +15,8 @@ fn rule(id: &str, when: &str, action: RuleAction) -> Rule {
         action,
         reason_code: format!("R_{}", id.to_uppercase()),
         approved_amount: None,
+        carc: None,
+        rarc: None,
     }
 }
 

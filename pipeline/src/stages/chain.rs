@@ -24,7 +24,8 @@ use super::decide::Decide;
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
 use super::runner::{by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError};
-use super::snapshot::event_messages;
+use super::snapshot::accumulators::{lock, Accumulators, Shared};
+use super::snapshot::{event_messages, settle};
 use super::validate::Validate;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
 use crate::model::{ClaimSubmitted, Decision};
@@ -46,6 +47,10 @@ pub struct Chain {
     /// the store and their events published in the chain's own transaction, instead of
     /// passing through `claims.decided`.
     pub snapshot: Option<Store>,
+    /// With the snapshot in this process: the members' accumulators, shared with the
+    /// snapshot stage (which takes the officers' decisions), applied to the decisions
+    /// before they are written as the snapshot stage would.
+    pub accumulators: Option<Shared>,
     /// The commit of the last batch handled, while it runs.
     pub committing: Option<tokio::task::JoinHandle<()>>,
 }
@@ -64,14 +69,16 @@ impl Stage for Chain {
     async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
         // The state is reread from the topics, which must hold every batch handled.
         self.settle().await;
+        if let Some(shared) = &self.accumulators {
+            *lock(shared) = Accumulators::load(&self.topics.accumulators, bus).await?;
+        }
         self.fraud.reassigned(bus).await
     }
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let (mut out, decisions) = self.decide(batch).await?;
         for d in &decisions {
-            let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
-            out.push(encode(&self.topics.decided, key, d));
+            out.push(encode(&self.topics.decided, d.key(), d));
         }
         Ok(out)
     }
@@ -222,7 +229,15 @@ impl Chain {
         let scored = self
             .fraud
             .step(evaluated.into_iter().zip(at).collect(), &mut out);
-        let decisions = self.decide.step(&scored).await?;
+        let mut decisions = self.decide.step(&scored).await?;
+        if let Some(shared) = &self.accumulators {
+            // The decisions commit with the batch's offsets, so the store holds each
+            // one (a redelivered batch was never committed): every count is published.
+            let counted = settle::process(&mut decisions, &mut lock(shared));
+            for c in counted.into_iter().flatten() {
+                out.push(encode(&self.topics.accumulators, c.entry.key(), &c.entry));
+            }
+        }
         Ok((out, decisions))
     }
 }

@@ -6,6 +6,12 @@
 //! task), unless the amount is below the tenant's `auto_approve_below`; else
 //! `ADJUDICATED`. `approved_amount` is 0 for `BLOCKED` and `DECLINED`.
 //!
+//! Eligibility (contract part 2) comes right after validation: a member on the roster
+//! not covered on the service date, or a member not on it when the tenant requires
+//! eligibility, is `DECLINED` with the eligibility reason and its CARC. For a member on
+//! a plan, the decision carries its [`Pricing`]: the snapshot stage, which keeps the
+//! members' accumulators, applies the plan to the lines against the member's year.
+//!
 //! Every id is derived from the claim (UUIDv5), so a redelivered claim yields the same
 //! audit id, task id and event ids, and receivers can drop the repeat.
 
@@ -14,10 +20,12 @@ use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate_views, approved_total, Cap, Denial, Verdict};
+use crate::adjudication::{
+    adjudicate_views, approved_total, eligibility, Cap, Denial, Pricing, Verdict,
+};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
-use crate::config_cache::ConfigCache;
+use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::{ordered_id, ClaimInProcess, Decision, DomainEvent, EventKind};
 use crate::topics::Topics;
 
@@ -28,8 +36,13 @@ pub fn priority(fraud_score: f64, amount: i64) -> i64 {
     risk + stake
 }
 
-/// The pure core.
-pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -> Decision {
+/// The pure core. `member` is the claim's member on the tenant's roster, if listed.
+pub fn process(
+    claim: &ClaimInProcess,
+    settings: &TenantSettings,
+    member: Option<&MemberPlan>,
+    now_ms: i64,
+) -> Decision {
     let cmd = &claim.submitted;
     let (tenant_id, claim_id) = (&cmd.tenant_id, cmd.claim.claim_id.as_str());
     let amount = cmd.claim.claim_amount;
@@ -44,10 +57,26 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         } else {
             h.description.to_string()
         },
+        carc: None,
     };
 
+    let refusal = eligibility(
+        member.map(|m| &m.member),
+        cmd.claim.service_date,
+        settings.eligibility_required,
+    )
+    .refusal();
     let (outcome, blocking_rule) = if let Some(r) = &claim.rejection {
         reasons.push(r.clone());
+        (Outcome::Declined, None)
+    } else if let Some((code, carc, message)) = refusal {
+        reasons.push(Reason {
+            source: "eligibility".into(),
+            code: code.into(),
+            rule_id: None,
+            message: message.into(),
+            carc: Some(carc.into()),
+        });
         (Outcome::Declined, None)
     } else {
         let ev = claim.rules.clone().unwrap_or_default();
@@ -71,6 +100,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
                     "rule {} could not be evaluated; the claim needs review",
                     h.rule_id
                 ),
+                carc: None,
             });
         }
         if let Some(f) = &claim.fraud {
@@ -80,6 +110,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
                     code: r.code.clone(),
                     rule_id: None,
                     message: r.detail.clone(),
+                    carc: None,
                 });
             }
         }
@@ -97,6 +128,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
                     code: "AUTO_APPROVED".into(),
                     rule_id: None,
                     message: "below the tenant's auto-approval amount; not sent to review".into(),
+                    carc: None,
                 });
                 (Outcome::Adjudicated, None)
             } else {
@@ -106,8 +138,13 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
             (Outcome::Adjudicated, None)
         }
     };
-    let lines = adjudicated_lines(claim, outcome);
+    let denial = denial(claim, outcome, &reasons, blocking_rule.as_ref());
+    let lines = adjudicated_lines(claim, denial);
     let approved_amount = approved_total(&lines);
+    let pricing = match outcome {
+        Outcome::Adjudicated | Outcome::Flagged => member.and_then(|m| pricing(claim, m)),
+        _ => None,
+    };
     let status = if outcome == Outcome::Flagged {
         ClaimStatus::PendingReview
     } else {
@@ -153,6 +190,7 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
     Decision {
         tenant_id: tenant_id.clone(),
         claim_id: claim_id.to_owned(),
+        member_id: cmd.claim.member_id.to_string(),
         version: 1,
         status,
         outcome,
@@ -172,32 +210,100 @@ pub fn process(claim: &ClaimInProcess, settings: &TenantSettings, now_ms: i64) -
         events,
         lines,
         officer: None,
+        pricing,
+        officer_amount: None,
+        counted: None,
     }
 }
 
-/// The claim's lines adjudicated for `outcome`: a blocked or declined claim denies
-/// every line (`CO-A1` for a block, `CO-96` for a decline); otherwise each line is
-/// capped by the contract's fee schedule, and an `adjust` rule sets the claim's total.
-fn adjudicated_lines(claim: &ClaimInProcess, outcome: Outcome) -> Vec<LineView> {
+/// What the snapshot stage needs to apply the member's plan to the claim's lines.
+fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
+    let plan = m.plan.as_ref()?;
+    let submission = &claim.submitted.claim;
+    let fee_schedule = claim
+        .contract
+        .as_ref()
+        .map(|c| {
+            submission
+                .lines
+                .iter()
+                .filter_map(|l| {
+                    let code = l.procedure_code.as_str();
+                    Some((code.to_owned(), *c.fee_schedule.get(code)?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Pricing {
+        member_id: m.member.member_id.clone(),
+        plan_id: plan.plan_id.clone(),
+        benefits: plan.benefits.clone(),
+        year: submission.service_date.year(),
+        fee_schedule,
+        denials: Vec::new(),
+        cap: cap(claim),
+    })
+}
+
+/// An `adjust` rule's cap on the claim's total, with the first adjusting rule's CARC
+/// (`45` by default) and RARC.
+fn cap(claim: &ClaimInProcess) -> Option<Cap> {
+    let ev = claim.rules.as_ref()?;
+    let first = ev.adjusts.first()?;
+    Some(Cap {
+        total: ev.approved_amount,
+        carc: first
+            .carc
+            .as_deref()
+            .unwrap_or(carc::FEE_SCHEDULE)
+            .to_owned(),
+        rarc: first.rarc.as_deref().map(str::to_owned),
+    })
+}
+
+/// Why a claim's lines are not paid, for an outcome that pays nothing: the deciding
+/// rule's CARC and RARC (by default `A1` for a block, `96` for a decline) or the
+/// eligibility refusal's.
+fn denial(
+    claim: &ClaimInProcess,
+    outcome: Outcome,
+    reasons: &[Reason],
+    blocking_rule: Option<&crate::rules::RuleHit>,
+) -> Option<Denial> {
+    let of_rule = |h: &crate::rules::RuleHit, default: &str| Denial {
+        carc: h.carc.as_deref().unwrap_or(default).to_owned(),
+        rarc: h.rarc.as_deref().map(str::to_owned),
+    };
+    let plain = |carc: &str| Denial {
+        carc: carc.to_owned(),
+        rarc: None,
+    };
+    match outcome {
+        Outcome::Blocked => {
+            Some(blocking_rule.map_or(plain(carc::DENIED), |h| of_rule(h, carc::DENIED)))
+        }
+        Outcome::Declined => Some(
+            if let Some(c) = reasons.iter().find_map(|r| r.carc.as_deref()) {
+                plain(c)
+            } else if let Some(h) = claim.rules.as_ref().and_then(|e| e.declines.first()) {
+                of_rule(h, carc::NON_COVERED)
+            } else {
+                plain(carc::NON_COVERED)
+            },
+        ),
+        _ => None,
+    }
+}
+
+/// The claim's lines adjudicated without a plan: all denied with `denial`, or each
+/// capped by the contract's fee schedule, with an `adjust` rule setting the claim's
+/// total.
+fn adjudicated_lines(claim: &ClaimInProcess, denial: Option<Denial>) -> Vec<LineView> {
     let submission = &claim.submitted.claim;
     let mut lines = submission.service_lines();
-    let denial = |code: &str| {
-        Verdict::Deny(Denial {
-            carc: code.to_owned(),
-            rarc: None,
-        })
-    };
-    let ev = claim.rules.as_ref();
-    let verdict = match outcome {
-        Outcome::Blocked => denial(carc::DENIED),
-        Outcome::Declined => denial(carc::NON_COVERED),
-        _ => Verdict::Pay {
-            cap: ev.filter(|e| !e.adjusts.is_empty()).map(|e| Cap {
-                total: e.approved_amount,
-                carc: carc::FEE_SCHEDULE.to_owned(),
-                rarc: None,
-            }),
-        },
+    let verdict = match denial {
+        Some(d) => Verdict::Deny(d),
+        None => Verdict::Pay { cap: cap(claim) },
     };
     let no_schedule = std::collections::BTreeMap::new();
     let schedule = claim
@@ -241,13 +347,19 @@ impl Decide {
     pub async fn step(&self, claims: &[ClaimInProcess]) -> Result<Vec<Decision>, StageError> {
         let now = now_ms();
         let mut out = Vec::with_capacity(claims.len());
+        let transient = |e: crate::config_cache::CacheError| StageError::Transient(e.to_string());
         for claim in claims {
             let settings = self
                 .config
                 .settings(claim.tenant_id())
                 .await
-                .map_err(|e| StageError::Transient(e.to_string()))?;
-            out.push(process(claim, &settings, now));
+                .map_err(transient)?;
+            let member = self
+                .config
+                .member(claim.tenant_id(), claim.submitted.claim.member_id.as_str())
+                .await
+                .map_err(transient)?;
+            out.push(process(claim, &settings, member.as_deref(), now));
         }
         Ok(out)
     }
@@ -296,6 +408,8 @@ mod tests {
             rule_id: id.into(),
             reason_code: format!("R_{id}").into(),
             description: "".into(),
+            carc: None,
+            rarc: None,
         }
     }
 
@@ -305,7 +419,7 @@ mod tests {
 
     #[test]
     fn a_clean_claim_is_adjudicated_with_its_computed_amount() {
-        let d = process(&claim(1000), &TenantSettings::default(), 0);
+        let d = process(&claim(1000), &TenantSettings::default(), None, 0);
         assert_eq!(
             (d.outcome, d.status, d.approved_amount),
             (Outcome::Adjudicated, ClaimStatus::Completed, 900)
@@ -329,7 +443,7 @@ mod tests {
     fn every_line_of_a_blocked_or_declined_claim_is_denied_with_its_code() {
         let mut c = claim(1000);
         c.rules.as_mut().unwrap().blocks.push(hit("b"));
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         let line = d.lines[0].adjudication.as_ref().unwrap();
         assert_eq!(
             (line.approved_amount, line.adjustments[0].amount),
@@ -338,11 +452,53 @@ mod tests {
         assert_eq!(line.adjustments[0].carc, "A1");
         c.rules.as_mut().unwrap().blocks.clear();
         c.rules.as_mut().unwrap().declines.push(hit("d"));
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!(
             d.lines[0].adjudication.as_ref().unwrap().adjustments[0].carc,
             "96"
         );
+    }
+
+    #[test]
+    fn a_rules_carc_and_rarc_go_on_the_adjustments_it_causes() {
+        let with_codes = |id: &str, carc: &str| RuleHit {
+            carc: Some(carc.into()),
+            rarc: Some("N130".into()),
+            ..hit(id)
+        };
+        let adjustment = |d: &Decision| {
+            d.lines[0]
+                .adjudication
+                .as_ref()
+                .unwrap()
+                .adjustments
+                .clone()
+        };
+        let mut c = claim(1000);
+        c.rules
+            .as_mut()
+            .unwrap()
+            .declines
+            .push(with_codes("d", "B7"));
+        let a = adjustment(&process(&c, &TenantSettings::default(), None, 0));
+        assert_eq!(
+            (a[0].carc.as_str(), a[0].rarc.as_deref()),
+            ("B7", Some("N130"))
+        );
+        let mut c = claim(1000);
+        c.rules.as_mut().unwrap().blocks.push(with_codes("b", "B5"));
+        let a = adjustment(&process(&c, &TenantSettings::default(), None, 0));
+        assert_eq!(a[0].carc, "B5");
+        let mut c = claim(1000);
+        let ev = c.rules.as_mut().unwrap();
+        ev.adjusts.push(with_codes("a", "253"));
+        ev.approved_amount = 500;
+        let a = adjustment(&process(&c, &TenantSettings::default(), None, 0));
+        let cut = a
+            .iter()
+            .find(|x| x.carc == "253")
+            .expect("the cap's cut carries the rule's CARC");
+        assert_eq!((cut.amount, cut.rarc.as_deref()), (400, Some("N130")));
     }
 
     #[test]
@@ -351,13 +507,13 @@ mod tests {
         let ev = c.rules.as_mut().unwrap();
         ev.adjusts.push(hit("a"));
         ev.approved_amount = 950; // above the fee schedule's 900: part 1 lets it stand
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!(d.approved_amount, 950);
         let line = d.lines[0].adjudication.as_ref().unwrap();
         assert_eq!(line.approved_amount + line.adjusted_total(), 1000);
         c.rules.as_mut().unwrap().approved_amount = 300;
         assert_eq!(
-            process(&c, &TenantSettings::default(), 0).approved_amount,
+            process(&c, &TenantSettings::default(), None, 0).approved_amount,
             300
         );
     }
@@ -382,7 +538,7 @@ mod tests {
             entry("quiet-2", false, false),
             entry("broken", false, true),
         ];
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         let details: serde_json::Value = serde_json::from_str(&d.audit_entry().details).unwrap();
         assert_eq!(details["rules_evaluated"], 4);
         let traced: Vec<&str> = details["trace"]
@@ -402,13 +558,13 @@ mod tests {
         ev.blocks.push(hit("b"));
         ev.declines.push(hit("d"));
         ev.flags.push(hit("f"));
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Blocked, 0));
         assert_eq!(kinds(&d), ["claim.blocked", "claim.completed"]);
         assert_eq!(d.events[0].data["rule_id"], "b");
         assert_eq!(d.events[0].data["reason_code"], "R_b");
         c.rules.as_mut().unwrap().blocks.clear();
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         let _ = RuleAction::Block;
     }
@@ -430,7 +586,7 @@ mod tests {
             }],
         });
         for c in [flagged, errored, risky] {
-            let d = process(&c, &TenantSettings::default(), 0);
+            let d = process(&c, &TenantSettings::default(), None, 0);
             assert_eq!(
                 (d.outcome, d.status),
                 (Outcome::Flagged, ClaimStatus::PendingReview)
@@ -448,19 +604,19 @@ mod tests {
     fn the_threshold_and_auto_approval_come_from_the_tenant() {
         let mut c = claim(1000);
         c.fraud.as_mut().unwrap().fraud_score = 0.5;
-        let lenient = process(&c, &TenantSettings::default(), 0);
+        let lenient = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!(lenient.outcome, Outcome::Adjudicated);
         let strict = TenantSettings {
             fraud_flag_threshold: 0.4,
             ..Default::default()
         };
-        assert_eq!(process(&c, &strict, 0).outcome, Outcome::Flagged);
+        assert_eq!(process(&c, &strict, None, 0).outcome, Outcome::Flagged);
         let auto = TenantSettings {
             fraud_flag_threshold: 0.4,
             auto_approve_below: Some(5000),
             ..Default::default()
         };
-        let d = process(&c, &auto, 0);
+        let d = process(&c, &auto, None, 0);
         assert_eq!(d.outcome, Outcome::Adjudicated);
         assert!(d.reasons.iter().any(|r| r.code == "AUTO_APPROVED"));
     }
@@ -473,16 +629,17 @@ mod tests {
             code: "PROVIDER_NOT_CONTRACTED".into(),
             rule_id: None,
             message: "x".into(),
+            carc: None,
         });
-        let d = process(&c, &TenantSettings::default(), 0);
+        let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         assert_eq!(d.reasons[0].code, "PROVIDER_NOT_CONTRACTED");
     }
 
     #[test]
     fn ids_are_the_same_every_time_a_claim_is_decided() {
-        let a = process(&claim(1000), &TenantSettings::default(), 0);
-        let b = process(&claim(1000), &TenantSettings::default(), 99_000);
+        let a = process(&claim(1000), &TenantSettings::default(), None, 0);
+        let b = process(&claim(1000), &TenantSettings::default(), None, 99_000);
         assert_eq!(a.audit_id, b.audit_id);
         assert_eq!(a.events[0].id, b.events[0].id);
         assert_ne!(a.events[0].timestamp, b.events[0].timestamp);

@@ -6,8 +6,9 @@
 //! The chain: (`claims.submissions` → submissions, for claims produced straight onto
 //! Kafka, refusals on `claims.rejects`) `claims.intake` → validate → `claims.validated`
 //! → rules → `claims.evaluated` → fraud → `claims.scored` → decide → `claims.decided`
-//! (decisions with their domain events) → snapshot (the queryable claim, its audit
-//! record, its review task; then the events on `claims.events`); `claims.workflow`
+//! (decisions with their domain events) → snapshot (the member's plan against their
+//! accumulators, kept on `state.accumulators`; the queryable claim, its audit record,
+//! its review task; then the events on `claims.events`); `claims.workflow`
 //! (officers' decisions) → workflow → `claims.decided`; `claims.events` → webhooks
 //! (deliveries queued for the sender);
 //! `uploads.received` → scan (`clamd`) → `uploads.scanned` → ocr (+ `upload.*` events).
@@ -81,6 +82,16 @@ pub async fn spawn(
     if all_four && !fused {
         tracing::info!("Claims wait on the topics between the stages: the stages run apart until a restart finds those topics drained.");
     }
+    // The members' accumulators: one state for the snapshot stage and the chain that
+    // writes its decisions in this process.
+    let accumulators = if names.iter().any(|n| n == "snapshot") {
+        Some(
+            snapshot::accumulators::Accumulators::shared(&deps.topics.accumulators, &deps.bus)
+                .await?,
+        )
+    } else {
+        None
+    };
     for name in names {
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
         let t = deps.topics.clone();
@@ -117,10 +128,8 @@ pub async fn spawn(
                 rules: rules(deps),
                 fraud: fraud::Fraud::restore(t.clone(), &deps.bus).await?,
                 decide: decide(deps),
-                snapshot: names
-                    .iter()
-                    .any(|n| n == "snapshot")
-                    .then(|| deps.store.clone()),
+                snapshot: accumulators.is_some().then(|| deps.store.clone()),
+                accumulators: accumulators.clone(),
                 committing: None,
                 topics: t,
             }),
@@ -131,7 +140,8 @@ pub async fn spawn(
             "decide" => go!(decide(deps)),
             "snapshot" => go!(snapshot::Snapshot {
                 topics: t,
-                store: deps.store.clone()
+                store: deps.store.clone(),
+                accumulators: accumulators.clone().unwrap_or_default()
             }),
             "workflow" => go!(workflow::Workflow {
                 topics: t,

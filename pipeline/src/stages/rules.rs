@@ -94,7 +94,7 @@ impl Stage for Rules {
         let mut out = Vec::with_capacity(batch.len());
         let claims = decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
         for next in self.step(claims).await? {
-            out.push(encode(&self.topics.evaluated, next.member_key(), &next));
+            out.push(encode(&self.topics.evaluated, next.key(), &next));
         }
         Ok(out)
     }
@@ -172,6 +172,8 @@ mod tests {
             action: RuleAction::Flag,
             reason_code: "FREQUENT".into(),
             approved_amount: None,
+            carc: None,
+            rarc: None,
         }])
         .unwrap()
     }
@@ -197,6 +199,7 @@ mod tests {
             code: "X".into(),
             rule_id: None,
             message: String::new(),
+            carc: None,
         });
         assert!(process(c, &book(), MemberHistory::default())
             .rules

@@ -251,10 +251,9 @@ impl Stage for Submissions {
                 Ok(cmd) => {
                     // One claim id twice in a batch: the second is a duplicate, as the
                     // second of two REST submissions would be.
-                    if commands
-                        .iter()
-                        .any(|c: &ClaimSubmitted| c.key() == cmd.key())
-                    {
+                    if commands.iter().any(|c: &ClaimSubmitted| {
+                        c.tenant_id == cmd.tenant_id && c.claim.claim_id == cmd.claim.claim_id
+                    }) {
                         out.push(reject(&self.topics, r, Some(&cmd), duplicate()));
                     } else {
                         commands.push(cmd);

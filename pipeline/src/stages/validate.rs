@@ -33,6 +33,7 @@ pub fn process(cmd: ClaimSubmitted, facts: &Facts) -> ClaimInProcess {
             code: "VALIDATION_ERROR".into(),
             rule_id: None,
             message: format!("{}: {}", e.field, e.message),
+            carc: None,
         });
         return out;
     }
@@ -44,6 +45,7 @@ pub fn process(cmd: ClaimSubmitted, facts: &Facts) -> ClaimInProcess {
                 rule_id: None,
                 message: "the provider was not under an active contract on the day of intake"
                     .into(),
+                carc: None,
             });
         }
         Some(c) => {

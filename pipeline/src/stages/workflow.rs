@@ -3,13 +3,17 @@
 //! `claim.approved` then `claim.completed` (`APPROVED`), or `claim.declined` then
 //! `claim.completed` (`DECLINED`). The task itself was marked done when the officer
 //! decided. Ids derive from the claim, so a redelivered decision changes nothing.
+//!
+//! An approval of a claim whose member is on a plan carries the claim's pricing and
+//! the officer's amount: the snapshot stage applies the plan against the member's year
+//! as it stands at approval, then the officer's amount, and counts the claim.
 
 use schemas::adjudication::carc;
 use schemas::claim::{ClaimStatus, ClaimView, Outcome};
 use schemas::workflow::TaskAction;
 
 use super::runner::{decode, encode, Outputs, Stage, StageError};
-use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Verdict};
+use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Pricing, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
 use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
@@ -18,11 +22,13 @@ use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
 /// The pure core: the claim's final decision after review. `None` for an action that
-/// does not decide (release), which the API never publishes.
+/// does not decide (release), which the API never publishes. `pricing` is the claim's,
+/// for a member on a plan.
 pub fn process(
     cmd: &OfficerDecision,
     claim: &ClaimView,
     fraud: Option<FraudScore>,
+    pricing: Option<Pricing>,
 ) -> Option<Decision> {
     let (t, c) = (&cmd.tenant_id, cmd.claim_id.as_str());
     let outcome = match cmd.action {
@@ -91,6 +97,7 @@ pub fn process(
     Some(Decision {
         tenant_id: t.clone(),
         claim_id: c.to_owned(),
+        member_id: claim.submission.member_id.to_string(),
         version: 2,
         status,
         outcome,
@@ -106,6 +113,12 @@ pub fn process(
         events: vec![first, completed],
         lines,
         officer: Some(cmd.officer.clone()),
+        officer_amount: pricing
+            .as_ref()
+            .and(cmd.approved_amount)
+            .filter(|_| outcome == Outcome::Approved),
+        pricing: pricing.filter(|_| outcome == Outcome::Approved),
+        counted: None,
     })
 }
 
@@ -143,10 +156,14 @@ impl Stage for Workflow {
                 .await?
                 .flatten()
                 .and_then(|f| serde_json::from_str::<FraudScore>(&f).ok());
-            let Some(d) = process(&cmd, &claim, fraud) else {
+            let pricing = self
+                .store
+                .claim_pricing(&cmd.tenant_id, &cmd.claim_id)
+                .await?;
+            let Some(d) = process(&cmd, &claim, fraud, pricing) else {
                 continue;
             };
-            out.push(encode(&self.topics.decided, cmd.key(), &d));
+            out.push(encode(&self.topics.decided, d.key(), &d));
         }
         Ok(out)
     }
@@ -187,7 +204,7 @@ mod tests {
 
     #[test]
     fn approval_pays_the_officers_amount_and_announces_approved_then_completed() {
-        let d = process(&cmd(TaskAction::Approve, Some(700)), &claim(), None).unwrap();
+        let d = process(&cmd(TaskAction::Approve, Some(700)), &claim(), None, None).unwrap();
         assert_eq!(
             (d.version, d.outcome, d.status),
             (2, Outcome::Approved, ClaimStatus::Completed)
@@ -207,7 +224,13 @@ mod tests {
         for (amount, fee_cut, officer_cut) in
             [(700, 100, 100), (850, 50, 0), (900, 0, 0), (5000, 0, 0)]
         {
-            let d = process(&cmd(TaskAction::Approve, Some(amount)), &claim(), None).unwrap();
+            let d = process(
+                &cmd(TaskAction::Approve, Some(amount)),
+                &claim(),
+                None,
+                None,
+            )
+            .unwrap();
             let line = d.lines[0].adjudication.as_ref().unwrap();
             assert_eq!(d.approved_amount, amount.min(900));
             assert_eq!(line.approved_amount, d.approved_amount);
@@ -219,7 +242,7 @@ mod tests {
                 .collect();
             assert_eq!(cuts, want, "officer's amount {amount}");
         }
-        let declined = process(&cmd(TaskAction::Decline, None), &claim(), None).unwrap();
+        let declined = process(&cmd(TaskAction::Decline, None), &claim(), None, None).unwrap();
         let line = declined.lines[0].adjudication.as_ref().unwrap();
         assert_eq!(
             (line.approved_amount, line.adjustments[0].carc.as_str()),
@@ -229,13 +252,13 @@ mod tests {
 
     #[test]
     fn approval_without_an_amount_pays_what_processing_approved() {
-        let d = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
+        let d = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
         assert_eq!(d.approved_amount, 800);
     }
 
     #[test]
     fn a_decline_names_the_provider_and_pays_nothing() {
-        let d = process(&cmd(TaskAction::Decline, None), &claim(), None).unwrap();
+        let d = process(&cmd(TaskAction::Decline, None), &claim(), None, None).unwrap();
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         assert_eq!(d.events[0].event, "claim.declined");
         assert_eq!(d.events[0].data["provider_id"], "P-1");
@@ -246,8 +269,8 @@ mod tests {
 
     #[test]
     fn ids_are_stable_and_distinct_from_the_automatic_decision() {
-        let a = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
-        let b = process(&cmd(TaskAction::Approve, None), &claim(), None).unwrap();
+        let a = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
+        let b = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
         assert_eq!(a, b);
         assert_ne!(a.audit_id, derived_id("aud", "t1", "CLM-1", "decision-1"));
         assert_ne!(
@@ -258,6 +281,6 @@ mod tests {
 
     #[test]
     fn release_decides_nothing() {
-        assert!(process(&cmd(TaskAction::Release, None), &claim(), None).is_none());
+        assert!(process(&cmd(TaskAction::Release, None), &claim(), None, None).is_none());
     }
 }

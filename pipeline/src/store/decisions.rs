@@ -41,12 +41,21 @@ impl Decision {
     }
 }
 
-/// Decisions per statement: 13 bound values a row stays well under SQLite's 32,766.
+/// Decisions per statement: 14 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
-/// A decision with its reasons, fraud analysis and lines as the snapshot stores them
-/// (JSON; no lines for a decision that leaves the claim's as they are).
-type Row<'a> = (&'a Decision, String, Option<String>, Option<String>);
+/// A decision with its reasons, fraud analysis, lines and pricing as the snapshot
+/// stores them (JSON; no lines for a decision that leaves the claim's as they are).
+#[derive(Debug)]
+struct Row<'a> {
+    d: &'a Decision,
+    reasons: String,
+    fraud: Option<String>,
+    lines: Option<String>,
+    pricing: Option<String>,
+    /// The visits of the claim's count in its member's year, when it counts.
+    visits: Option<String>,
+}
 
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
 /// writer is taken: their reasons and fraud analyses as JSON, and their audit entries.
@@ -60,18 +69,22 @@ impl<'a> PreparedDecisions<'a> {
     pub fn new(decisions: &'a [Decision]) -> Self {
         let rows: Vec<_> = decisions
             .iter()
-            .map(|d| {
-                let reasons = serde_json::to_string(&d.reasons).unwrap_or_else(|_| "[]".into());
-                let fraud = d.fraud.as_ref().and_then(|f| serde_json::to_string(f).ok());
-                let lines = (!d.lines.is_empty())
-                    .then(|| serde_json::to_string(&d.lines).ok())
-                    .flatten();
-                (d, reasons, fraud, lines)
+            .map(|d| Row {
+                d,
+                reasons: json(&d.reasons).unwrap_or_else(|| "[]".into()),
+                fraud: d.fraud.as_ref().and_then(json),
+                lines: (!d.lines.is_empty()).then(|| json(&d.lines)).flatten(),
+                pricing: d.pricing.as_ref().and_then(json),
+                visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
             })
             .collect();
         let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
         Self { rows, entries }
     }
+}
+
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> Option<String> {
+    serde_json::to_string(v).ok()
 }
 
 /// Which rows of a batch a write updates and which open a review task, and the text of
@@ -80,6 +93,8 @@ impl<'a> PreparedDecisions<'a> {
 struct Writes {
     updates: Vec<usize>,
     tasks: Vec<usize>,
+    /// Held rows that count in their member's year.
+    counts: Vec<usize>,
     sql: Vec<String>,
 }
 
@@ -89,11 +104,11 @@ impl Writes {
     /// rows pending review with a task.
     fn new(rows: &[Row<'_>], held: &[bool], backend: Backend) -> Self {
         let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
-        for (i, (d, ..)) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
+        for (i, Row { d, .. }) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
             latest
                 .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
                 .and_modify(|j| {
-                    if rows[*j].0.version < d.version {
+                    if rows[*j].d.version < d.version {
                         *j = i
                     }
                 })
@@ -103,9 +118,12 @@ impl Writes {
         updates.sort_unstable();
         let tasks: Vec<usize> = (0..rows.len())
             .filter(|i| {
-                let d = rows[*i].0;
+                let d = rows[*i].d;
                 held[*i] && d.status == ClaimStatus::PendingReview && d.task_id.is_some()
             })
+            .collect();
+        let counts: Vec<usize> = (0..rows.len())
+            .filter(|i| held[*i] && rows[*i].d.counted.is_some())
             .collect();
         let sql = updates
             .chunks(ROWS_PER_STATEMENT)
@@ -115,10 +133,16 @@ impl Writes {
                     .chunks(ROWS_PER_STATEMENT)
                     .map(|c| task_sql(backend, c.len())),
             )
+            .chain(
+                counts
+                    .chunks(ROWS_PER_STATEMENT)
+                    .map(|c| count_sql(backend, c.len())),
+            )
             .collect();
         Self {
             updates,
             tasks,
+            counts,
             sql,
         }
     }
@@ -132,8 +156,11 @@ impl Writes {
         for (chunk, sql) in updates.zip(sql.by_ref()) {
             bound.push(bind_updates(sqlx::query(sql), rows, chunk));
         }
-        for (chunk, sql) in tasks.zip(sql) {
+        for (chunk, sql) in tasks.zip(sql.by_ref()) {
             bound.push(bind_tasks(sqlx::query(sql), rows, chunk));
+        }
+        for (chunk, sql) in self.counts.chunks(ROWS_PER_STATEMENT).zip(sql) {
+            bound.push(bind_counts(sqlx::query(sql), rows, chunk));
         }
         bound
     }
@@ -155,11 +182,39 @@ fn update_sql(backend: Backend, rows: usize) -> String {
         "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
          fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
          task_id = v.column10, updated_at = v.column11, version = v.column12, \
-         lines = COALESCE(v.column13, claims.lines) \
+         lines = COALESCE(v.column13, claims.lines), pricing = COALESCE(v.column14, claims.pricing) \
          FROM (VALUES {}) AS v \
          WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
-        values_list(backend, rows, 13)
+        values_list(backend, rows, 14)
     )
+}
+
+fn count_sql(backend: Backend, rows: usize) -> String {
+    format!(
+        "INSERT INTO member_accumulators \
+         (tenant_id, member_id, year, claim_id, deductible, out_of_pocket, paid, visits) \
+         VALUES {} ON CONFLICT DO NOTHING",
+        values_list(backend, rows, 8)
+    )
+}
+
+fn bind_counts<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
+    for row in chunk.iter().map(|i| &rows[*i]) {
+        let d = row.d;
+        let Some((year, usage)) = &d.counted else {
+            continue;
+        };
+        q = q
+            .bind(d.tenant_id.as_str())
+            .bind(&d.member_id)
+            .bind(i64::from(*year))
+            .bind(&d.claim_id)
+            .bind(usage.deductible)
+            .bind(usage.out_of_pocket)
+            .bind(usage.paid)
+            .bind(row.visits.as_deref().unwrap_or("{}"));
+    }
+    q
 }
 
 fn task_sql(backend: Backend, rows: usize) -> String {
@@ -171,7 +226,8 @@ fn task_sql(backend: Backend, rows: usize) -> String {
 }
 
 fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
-    for (d, reasons, fraud, lines) in chunk.iter().map(|i| &rows[*i]) {
+    for row in chunk.iter().map(|i| &rows[*i]) {
+        let d = row.d;
         q = q
             .bind(d.tenant_id.as_str())
             .bind(&d.claim_id)
@@ -179,26 +235,28 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
             .bind(d.outcome.as_str())
             .bind(d.approved_amount)
             .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-            .bind(fraud)
+            .bind(row.fraud.as_deref())
             .bind(&d.audit_id)
-            .bind(reasons)
+            .bind(&row.reasons)
             .bind(d.task_id.as_deref())
             .bind(d.decided_at_ms)
             .bind(d.version)
-            .bind(lines.as_deref());
+            .bind(row.lines.as_deref())
+            .bind(row.pricing.as_deref());
     }
     q
 }
 
 fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> AnyQuery<'q> {
-    for (d, reasons, ..) in chunk.iter().map(|i| &rows[*i]) {
+    for row in chunk.iter().map(|i| &rows[*i]) {
+        let d = row.d;
         q = q
             .bind(d.task_id.as_deref())
             .bind(d.tenant_id.as_str())
             .bind(&d.claim_id)
             .bind("open")
             .bind(d.priority)
-            .bind(reasons)
+            .bind(&row.reasons)
             .bind(d.decided_at_ms);
     }
     q

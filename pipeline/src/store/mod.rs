@@ -8,6 +8,7 @@
 //! lock and fail deferred transactions with SQLITE_BUSY. So on SQLite writes go through
 //! a single-connection pool while reads use several; on PostgreSQL both are one pool.
 
+mod accumulators;
 mod audit;
 mod checkpoint;
 mod claims;

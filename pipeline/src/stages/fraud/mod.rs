@@ -16,7 +16,7 @@
 //! [`Remembered`]), not rewritten whole with every claim: a busy member's record would
 //! otherwise grow to its whole remembered history, written again for each new claim.
 //!
-//! Partitions: the input is keyed by member (`ClaimInProcess::member_key`), so a
+//! Partitions: the input is keyed by member (`ClaimInProcess::key`), so a
 //! member's claims all reach the one process that holds their partition, and its state
 //! has a single writer. A provider's claims come from every partition, so its
 //! statistics are kept in parts, one per input partition (state key

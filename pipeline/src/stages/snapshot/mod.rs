@@ -5,17 +5,33 @@
 //! the API for the claim finds it completed. A decision that lost to an earlier,
 //! different one of the same version (see [`Store::write_decisions`]) publishes nothing,
 //! so the events always tell the decision the store holds.
+//!
+//! It keeps the members' accumulators ([`accumulators`]): decisions are keyed by
+//! member, so a member's decisions, the automatic ones and the officers', reach one
+//! process in order. Before a batch is written, each decision for a member on a plan
+//! has the plan applied to its lines against the member's year, and a final payable
+//! outcome counts in it ([`settle`]); the counted claims go to the store with their
+//! decisions (the queryable copy) and to `state.accumulators` with the events.
+//!
+//! Files: [`settle`] the pure core for benefits, [`accumulators`] the state; this file
+//! the stage on the bus and the events of a batch.
 
-use super::runner::{decode_all, message, Outputs, Stage, StageError};
-use crate::bus::{Message, Record, TopicSpec};
+pub mod accumulators;
+pub mod settle;
+
+use super::runner::{decode_all, encode, message, Outputs, Stage, StageError};
+use crate::bus::{Bus, Message, Record, TopicSpec};
 use crate::model::Decision;
 use crate::store::Store;
 use crate::topics::Topics;
+use accumulators::{lock, Accumulators, Shared};
+use settle::Count;
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub topics: Topics,
     pub store: Store,
+    pub accumulators: Shared,
 }
 
 impl Stage for Snapshot {
@@ -27,14 +43,57 @@ impl Stage for Snapshot {
         self.topics.decided.clone()
     }
 
+    async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
+        let fresh = Accumulators::load(&self.topics.accumulators, bus).await?;
+        *lock(&self.accumulators) = fresh;
+        Ok(())
+    }
+
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
-        let decisions: Vec<Decision> =
+        let mut decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
-        let held = self.store.write_decisions(&decisions).await?;
+        let counted = settle::process(&mut decisions, &mut lock(&self.accumulators));
+        let held = match self.store.write_decisions(&decisions).await {
+            Ok(held) => held,
+            Err(e) => {
+                // The batch is retried: it must find the year as it was.
+                let mut state = lock(&self.accumulators);
+                counted
+                    .iter()
+                    .flatten()
+                    .for_each(|e| settle::undo(&mut state, e));
+                return Err(e.into());
+            }
+        };
+        out.extend(state_entries(
+            &self.topics,
+            &counted,
+            &held,
+            &self.accumulators,
+        ));
         out.extend(process(&self.topics, &decisions, &held));
         Ok(out)
     }
+}
+
+/// The state entries of the claims a batch counted, for `state.accumulators`; a count
+/// whose decision the store turned down is taken back.
+pub fn state_entries(
+    topics: &Topics,
+    counted: &[Option<Count>],
+    held: &[bool],
+    shared: &Shared,
+) -> Outputs {
+    let mut out = Vec::new();
+    for (count, held) in counted.iter().zip(held) {
+        match count {
+            Some(c) if *held => out.push(encode(&topics.accumulators, c.entry.key(), &c.entry)),
+            Some(c) => settle::undo(&mut lock(shared), c),
+            None => {}
+        }
+    }
+    out
 }
 
 /// The events of the decisions the store holds (`held`, per decision), for
@@ -49,7 +108,8 @@ pub fn process(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Output
         .collect()
 }
 
-/// A decision's events as `claims.events` carries them, keyed by its claim.
+/// A decision's events as `claims.events` carries them, keyed by its claim: a
+/// subscriber's deliveries of one claim stay in order.
 pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
     let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
     d.events.iter().map(move |e| message(key.clone(), e))
@@ -78,6 +138,7 @@ mod tests {
         Decision {
             tenant_id: schemas::TenantId::parse("acme").unwrap(),
             claim_id: claim_id.into(),
+            member_id: "M-1".into(),
             version: 1,
             status: ClaimStatus::Completed,
             outcome: Outcome::Adjudicated,
@@ -93,6 +154,9 @@ mod tests {
             events,
             lines: Vec::new(),
             officer: None,
+            pricing: None,
+            officer_amount: None,
+            counted: None,
         }
     }
 

@@ -1,0 +1,107 @@
+//! The members' accumulators: per member and calendar year, the claims counted in it
+//! with their usage (see [`MemberYear`]). Kept in memory by the snapshot stage, which
+//! takes every decision of a member in order, and written to the compacted topic
+//! `state.accumulators` a record per counted claim, so that it is rebuilt from the
+//! topic on start and when partitions move, like the fraud state. A record per claim,
+//! rather than one per member and year, makes the order in which two writers' records
+//! land irrelevant, and a member's year is only as large as the claims counted in it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::adjudication::{Counted, MemberYear, Usage};
+use crate::bus::{Bus, Record, TopicSpec};
+use crate::stages::StageError;
+
+/// A value of `state.accumulators` (`accumulator.avsc`): one claim counted in a
+/// member's year, or taken out of it again (`reversed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub tenant_id: String,
+    pub member_id: String,
+    pub year: i32,
+    pub claim_id: String,
+    pub seq: u64,
+    #[serde(default)]
+    pub reversed: bool,
+    pub usage: Usage,
+}
+
+impl Entry {
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.tenant_id, self.member_id, self.year, self.claim_id
+        )
+    }
+}
+
+/// A member's year: tenant, member, year.
+pub type YearKey = (String, String, i32);
+
+#[derive(Debug, Default)]
+pub struct Accumulators {
+    years: HashMap<YearKey, MemberYear>,
+}
+
+/// The state as the snapshot stage and, when it runs in the same process, the fused
+/// chain share it. Held only while a batch is adjudicated, never across an await.
+pub type Shared = Arc<Mutex<Accumulators>>;
+
+impl Accumulators {
+    pub fn year(&self, key: &YearKey) -> Option<&MemberYear> {
+        self.years.get(key)
+    }
+
+    pub fn year_mut(&mut self, key: YearKey) -> &mut MemberYear {
+        self.years.entry(key).or_default()
+    }
+
+    /// The state from the latest record of each key.
+    pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> Self {
+        let mut state = Self::default();
+        for e in entries.into_iter().filter(|e| !e.reversed) {
+            let year = state.year_mut((e.tenant_id, e.member_id, e.year));
+            year.restore(
+                &e.claim_id,
+                Counted {
+                    seq: e.seq,
+                    usage: e.usage,
+                },
+            );
+        }
+        state
+    }
+
+    /// Rebuilds the state from the compacted topic. A record that does not parse is
+    /// fatal: adjudicating against a year that misses a claim would pay a deductible
+    /// twice.
+    pub async fn load(topic: &TopicSpec, bus: &Bus) -> Result<Self, StageError> {
+        let corrupt = |r: &Record, e: serde_json::Error| {
+            StageError::Fatal(format!(
+                "the accumulator record {} at {}:{}:{} does not parse: {e}",
+                r.key, r.topic, r.partition, r.offset
+            ))
+        };
+        let mut entries = Vec::new();
+        for r in bus.scan(topic).await? {
+            entries.push(serde_json::from_slice::<Entry>(&r.value).map_err(|e| corrupt(&r, e))?);
+        }
+        let state = Self::from_entries(entries);
+        tracing::info!(years = state.years.len(), "Accumulators restored.");
+        Ok(state)
+    }
+
+    /// [`Self::load`] into a new shared state.
+    pub async fn shared(topic: &TopicSpec, bus: &Bus) -> Result<Shared, StageError> {
+        Ok(Arc::new(Mutex::new(Self::load(topic, bus).await?)))
+    }
+}
+
+/// Locks the shared state. A panic while it was held left it as it was between two
+/// claims (each claim's change is a few field updates), so the lock is taken anyway.
+pub fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Accumulators> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
