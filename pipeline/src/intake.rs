@@ -1,7 +1,9 @@
 //! Accepting claims: each accepted claim gets its snapshot row (`received`) and its
 //! command on the intake topic in one store transaction, so a 202 means both are on
 //! disk and neither exists without the other. The `(tenant_id, claim_id)` key decides
-//! duplicates, also between simultaneous submissions: exactly one insert wins.
+//! duplicates, also between simultaneous submissions: exactly one insert wins. A
+//! replacement or a void marks the claim it replaces in the same transaction, so of two
+//! simultaneous replacements of one claim exactly one is accepted.
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -10,16 +12,34 @@ use crate::clock::now_ms;
 use crate::model::{ordered_id, ClaimSubmitted};
 use crate::store::{AuditEntry, Backend, NewClaim, PreparedEntry, Store, StoreError};
 
-/// Accepts the claims (already validated, distinct ids); answers, per claim, whether it
-/// was new (`false`: a claim with that id exists for the tenant). The intake topic must
-/// exist: the service creates its topics at start (`Bus::ensure_topics`).
+/// What intake made of one claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// Stored, and its command is on the intake topic.
+    New,
+    /// A claim with its id exists for the tenant.
+    Duplicate,
+    /// A replacement or void whose claim was replaced or voided meanwhile, or is no
+    /// longer completed: nothing was stored.
+    NotReplaceable,
+}
+
+impl Admitted {
+    pub fn is_new(self) -> bool {
+        self == Admitted::New
+    }
+}
+
+/// Accepts the claims (already validated, distinct ids); answers, per claim, what
+/// became of it. The intake topic must exist: the service creates its topics at start
+/// (`Bus::ensure_topics`).
 pub async fn accept(
     store: &Store,
     bus: &Bus,
     topic: &TopicSpec,
     commands: &[ClaimSubmitted],
     actor: &str,
-) -> Result<Vec<bool>, StoreError> {
+) -> Result<Vec<Admitted>, StoreError> {
     let ready = Ready::all(commands.iter().cloned(), actor)?;
     accept_ready(store, bus, topic, ready).await
 }
@@ -73,7 +93,7 @@ async fn accept_ready(
     bus: &Bus,
     topic: &TopicSpec,
     ready: Vec<Ready>,
-) -> Result<Vec<bool>, StoreError> {
+) -> Result<Vec<Admitted>, StoreError> {
     if ready.is_empty() {
         return Ok(Vec::new());
     }
@@ -111,10 +131,29 @@ async fn accept_ready(
     let mut tx = store.begin_write().await?;
     let inserted = store.insert_claims_in(&mut tx, &new_claims, now).await?;
     let mut inserted = inserted.into_iter();
-    let fresh: Vec<bool> = first
+    let mut admitted: Vec<Admitted> = first
         .iter()
-        .map(|first| *first && inserted.next().unwrap_or(false))
+        .map(|first| match *first && inserted.next().unwrap_or(false) {
+            true => Admitted::New,
+            false => Admitted::Duplicate,
+        })
         .collect();
+    for (row, admitted) in rows.iter().zip(&mut admitted) {
+        let (cmd, new) = (&row.command, *admitted == Admitted::New);
+        let Some(replaced) = cmd.claim.replaces_claim_id.as_ref().filter(|_| new) else {
+            continue;
+        };
+        let (tenant, claim_id) = (cmd.tenant_id.as_str(), cmd.claim.claim_id.as_str());
+        let member = cmd.claim.member_id.as_str();
+        if !store
+            .supersede_in(&mut tx, tenant, replaced.as_str(), member, claim_id)
+            .await?
+        {
+            store.uninsert_in(&mut tx, tenant, claim_id).await?;
+            *admitted = Admitted::NotReplaceable;
+        }
+    }
+    let fresh: Vec<bool> = admitted.iter().map(|a| a.is_new()).collect();
     if !fresh.iter().all(|new| *new) {
         let mut new = fresh.iter();
         messages.retain(|_| *new.next().unwrap_or(&false));
@@ -130,7 +169,7 @@ async fn accept_ready(
     store.append_new_audit_in(&mut tx, &entries).await?;
     tx.commit().await?;
     bus.wake(&topic.name);
-    Ok(fresh)
+    Ok(admitted)
 }
 
 /// Claims waiting for the [`Committer`]'s next transaction, at most: the batches of a
@@ -141,7 +180,7 @@ const MOST_PER_GROUP: usize = 4000;
 #[derive(Debug)]
 struct Waiting {
     ready: Vec<Ready>,
-    answer: oneshot::Sender<Result<Vec<bool>, StoreError>>,
+    answer: oneshot::Sender<Result<Vec<Admitted>, StoreError>>,
 }
 
 /// Group commit for intake requests: each request's claims wait for the next
@@ -177,7 +216,7 @@ impl Committer {
         &self,
         commands: Vec<ClaimSubmitted>,
         actor: &str,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Admitted>, StoreError> {
         let ready = Ready::all(commands, actor)?;
         let (answer, answered) = oneshot::channel();
         let gone = || StoreError::Config("the intake committer has stopped".into());
@@ -193,7 +232,7 @@ impl Committer {
         &self,
         commands: Vec<ClaimSubmitted>,
         actor: &str,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Admitted>, StoreError> {
         match self.store.backend() {
             Backend::Sqlite => self.accept(commands, actor).await,
             Backend::Postgres => {

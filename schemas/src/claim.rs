@@ -34,6 +34,40 @@ pub struct ClaimLine {
     pub modifiers: Vec<String>,
 }
 
+/// What a submission is to the claims before it (contract part 2: Corrected and
+/// voided claims; X12's claim frequency codes 1, 7 and 8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Frequency {
+    /// A new claim.
+    #[default]
+    Original,
+    /// Replaces `replaces_claim_id`, which is reversed; this one is adjudicated anew.
+    Replacement,
+    /// Voids `replaces_claim_id`: only its reversal.
+    Void,
+}
+
+impl Frequency {
+    pub fn is_original(&self) -> bool {
+        *self == Frequency::Original
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Frequency::Original => "original",
+            Frequency::Replacement => "replacement",
+            Frequency::Void => "void",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Original, Self::Replacement, Self::Void]
+            .into_iter()
+            .find(|f| f.as_str() == s)
+    }
+}
+
 /// `POST /claims/intake`, and each item of `POST /claims/batch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +93,13 @@ pub struct ClaimSubmission {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: BTreeMap<String, serde_json::Value>,
+    /// `original` by default.
+    #[serde(default, skip_serializing_if = "Frequency::is_original")]
+    pub frequency: Frequency,
+    /// For a replacement or a void: the claim it replaces, of the same member,
+    /// `completed`, and not replaced or voided already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces_claim_id: Option<ClientId>,
 }
 
 /// A field that failed validation, and why.
@@ -100,6 +141,24 @@ impl ClaimSubmission {
     /// The checks that need no store: ranges, sums, sizes, dates against `today`.
     pub fn validate(&self, today: Date) -> Result<(), FieldError> {
         check_amount("claim_amount", self.claim_amount)?;
+        match (self.frequency, &self.replaces_claim_id) {
+            (Frequency::Original, Some(_)) => {
+                return Err(bad(
+                    "replaces_claim_id",
+                    "only a replacement or a void names a claim it replaces",
+                ))
+            }
+            (Frequency::Replacement | Frequency::Void, None) => {
+                return Err(bad(
+                    "replaces_claim_id",
+                    "a replacement or a void names the claim it replaces",
+                ))
+            }
+            (_, Some(r)) if r == &self.claim_id => {
+                return Err(bad("replaces_claim_id", "a claim cannot replace itself"))
+            }
+            _ => {}
+        }
         if self.service_date > today {
             return Err(bad("service_date", "must not be in the future"));
         }
@@ -273,6 +332,10 @@ pub struct ClaimHeader {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub frequency: Frequency,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces_claim_id: Option<ClientId>,
 }
 
 impl ClaimSubmission {
@@ -313,6 +376,8 @@ impl ClaimSubmission {
             service_date: self.service_date,
             diagnosis_codes: self.diagnosis_codes,
             metadata: self.metadata,
+            frequency: self.frequency,
+            replaces_claim_id: self.replaces_claim_id,
         }
     }
 }
@@ -334,6 +399,9 @@ pub struct ClaimView {
     pub task_id: Option<String>,
     pub received_at: String,
     pub updated_at: String,
+    /// The replacement or void that replaced this claim, once one was accepted.
+    #[serde(default)]
+    pub superseded_by: Option<String>,
 }
 
 #[cfg(test)]

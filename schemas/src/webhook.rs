@@ -15,10 +15,13 @@ pub enum EventKind {
     UploadCompleted,
     UploadFailed,
     WorkflowTaskCreated,
+    /// Contract part 2: a claim replaced by a corrected one, or voided.
+    ClaimReplaced,
+    ClaimVoided,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 8] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::ClaimCompleted,
         EventKind::ClaimFlagged,
         EventKind::ClaimBlocked,
@@ -27,6 +30,8 @@ impl EventKind {
         EventKind::UploadCompleted,
         EventKind::UploadFailed,
         EventKind::WorkflowTaskCreated,
+        EventKind::ClaimReplaced,
+        EventKind::ClaimVoided,
     ];
 
     /// The kind's name on the wire (`claim.completed`, …).
@@ -40,6 +45,8 @@ impl EventKind {
             EventKind::UploadCompleted => "upload.completed",
             EventKind::UploadFailed => "upload.failed",
             EventKind::WorkflowTaskCreated => "workflow.task.created",
+            EventKind::ClaimReplaced => "claim.replaced",
+            EventKind::ClaimVoided => "claim.voided",
         }
     }
 
@@ -55,10 +62,10 @@ impl std::fmt::Display for EventKind {
 }
 
 /// Every event kind's wire name, in the spec's order.
-pub const EVENT_KINDS: [&str; 8] = {
-    let mut names = [""; 8];
+pub const EVENT_KINDS: [&str; 10] = {
+    let mut names = [""; 10];
     let mut i = 0;
-    while i < 8 {
+    while i < 10 {
         names[i] = EventKind::ALL[i].as_str();
         i += 1;
     }

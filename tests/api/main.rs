@@ -15,6 +15,7 @@ mod benefits;
 mod claims;
 mod config_cache;
 mod connections;
+mod corrections;
 mod dead_letters;
 mod errors;
 mod forged_tokens;

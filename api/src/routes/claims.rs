@@ -3,8 +3,10 @@
 //! Intake checks, in order: the body (400/422), an active rulebook (409
 //! `RULEBOOK_NOT_ACTIVE`), the provider's contract today (422 `PROVIDER_NOT_CONTRACTED`),
 //! then stores the claim and its command in one transaction, where the claim id decides
-//! duplicates (409 `CLAIM_DUPLICATE`). Batch intake checks each item the same way and
-//! stores all accepted items in one transaction.
+//! duplicates (409 `CLAIM_DUPLICATE`). A replacement or a void must name a claim of the
+//! tenant (404 `CLAIM_NOT_FOUND`) of the same member that is completed and not replaced
+//! or voided already (409 `CONFLICT` on `replaces_claim_id`). Batch intake checks each
+//! item the same way and stores all accepted items in one transaction.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,8 +17,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pipeline::clock::{ms_to_rfc3339, now_ms};
 use pipeline::config_cache::ActiveRulebook;
+use pipeline::intake::Admitted;
 use pipeline::model::ClaimSubmitted;
-use pipeline::store::ClaimFilter;
+use pipeline::store::{ClaimFilter, Unreplaceable};
 use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
 use schemas::{Date, ErrorBody, Page, TenantId};
 use serde::Serialize;
@@ -48,6 +51,26 @@ fn duplicate() -> ApiError {
         code: "CLAIM_DUPLICATE",
         message: "a claim with this claim_id already exists for the tenant".into(),
         field: Some("claim_id".into()),
+    }
+}
+
+fn not_replaceable(why: Unreplaceable) -> ApiError {
+    match why {
+        Unreplaceable::Missing => ApiError::Refused {
+            status: StatusCode::NOT_FOUND,
+            code: "CLAIM_NOT_FOUND",
+            message: "replaces_claim_id: no claim with this claim_id exists for the tenant".into(),
+            field: Some("replaces_claim_id".into()),
+        },
+        other => ApiError::conflict_on("replaces_claim_id", other.message()),
+    }
+}
+
+/// The answer for a claim intake did not store.
+fn refused(a: Admitted) -> ApiError {
+    match a {
+        Admitted::NotReplaceable => not_replaceable(Unreplaceable::Superseded),
+        _ => duplicate(),
     }
 }
 
@@ -92,6 +115,13 @@ async fn check(
     if contracted.is_none() {
         return Err(not_contracted());
     }
+    if let Some(replaced) = &claim.replaces_claim_id {
+        state
+            .store
+            .replaceable(tenant_id, replaced.as_str(), claim.member_id.as_str())
+            .await?
+            .map_err(not_replaceable)?;
+    }
     Ok(ClaimSubmitted {
         tenant_id: tenant_id.clone(),
         claim,
@@ -111,7 +141,8 @@ async fn check(
     responses(
         (status = 202, description = "Accepted", body = Accepted, headers(("location" = String, description = "The claim's URL"))),
         (status = 400, description = "Malformed body or a missing field", body = ErrorBody),
-        (status = 409, description = "`CLAIM_DUPLICATE`, or `RULEBOOK_NOT_ACTIVE`", body = ErrorBody),
+        (status = 404, description = "`CLAIM_NOT_FOUND`: the claim `replaces_claim_id` names does not exist", body = ErrorBody),
+        (status = 409, description = "`CLAIM_DUPLICATE`, `RULEBOOK_NOT_ACTIVE`, or `CONFLICT` on `replaces_claim_id`: the claim it names is of another member, not completed, or replaced or voided already", body = ErrorBody),
         (status = 422, description = "`VALIDATION_ERROR` with `field`, or `PROVIDER_NOT_CONTRACTED`", body = ErrorBody),
     ))]
 pub async fn intake(
@@ -135,9 +166,10 @@ pub async fn intake(
     )
     .await?;
     let claim_id = command.claim.claim_id.as_str().to_owned();
-    let fresh = state.intake.accept(vec![command], &who.user_id).await?;
-    if !fresh.first().copied().unwrap_or(false) {
-        return Err(duplicate());
+    let admitted = state.intake.accept(vec![command], &who.user_id).await?;
+    match admitted.first().copied() {
+        Some(Admitted::New) => {}
+        other => return Err(refused(other.unwrap_or(Admitted::Duplicate))),
     }
     tracing::debug!(tenant_id = %who.tenant_id, %claim_id, "Claim accepted.");
     let location = format!("/api/v1/claims/{claim_id}");
@@ -211,15 +243,15 @@ pub async fn batch(
         .iter()
         .map(|c| c.claim.claim_id.as_str().to_owned())
         .collect();
-    let fresh = state.intake.accept_batch(commands, &who.user_id).await?;
-    for ((slot, claim_id), new) in slots.into_iter().zip(ids).zip(fresh) {
-        results[slot] = Some(if new {
+    let admitted = state.intake.accept_batch(commands, &who.user_id).await?;
+    for ((slot, claim_id), a) in slots.into_iter().zip(ids).zip(admitted) {
+        results[slot] = Some(if a.is_new() {
             BatchItem::Accepted {
                 claim_id,
                 status: ClaimStatus::Received,
             }
         } else {
-            item_error(Some(claim_id), duplicate())
+            item_error(Some(claim_id), refused(a))
         });
     }
     let results: Vec<BatchItem> = results.into_iter().flatten().collect();

@@ -90,9 +90,14 @@ impl MemberYear {
     /// Takes `claim_id`'s usage out again (a void or a replacement): what it had added,
     /// or none when it was not counted.
     pub fn reverse(&mut self, claim_id: &str) -> Option<Usage> {
+        self.take(claim_id).map(|c| c.usage)
+    }
+
+    /// [`Self::reverse`], answering the claim's count as it was.
+    pub fn take(&mut self, claim_id: &str) -> Option<Counted> {
         let counted = self.claims.remove(claim_id)?;
         self.totals.subtract(&counted.usage);
-        Some(counted.usage)
+        Some(counted)
     }
 
     pub fn counted(&self, claim_id: &str) -> Option<&Counted> {

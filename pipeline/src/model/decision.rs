@@ -49,6 +49,10 @@ pub struct Decision {
     /// The amount an officer approved, when they named one: it applies after the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub officer_amount: Option<i64>,
+    /// For the decision on a replacement or a void: the claim it replaces, which the
+    /// snapshot stage takes out of the member's year first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces_claim_id: Option<String>,
     /// Set by the snapshot stage when the decision counts in the member's year: the
     /// year and the claim's usage, for the store's copy of the accumulators.
     #[serde(skip)]

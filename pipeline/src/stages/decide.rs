@@ -16,7 +16,7 @@
 //! audit id, task id and event ids, and receivers can drop the repeat.
 
 use schemas::adjudication::{carc, LineView};
-use schemas::claim::{ClaimStatus, Outcome, Reason};
+use schemas::claim::{ClaimStatus, Frequency, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
@@ -66,7 +66,20 @@ pub fn process(
         settings.eligibility_required,
     )
     .refusal();
-    let (outcome, blocking_rule) = if let Some(r) = &claim.rejection {
+    let replaced = cmd.claim.replaces_claim_id.as_ref().map(|c| c.as_str());
+    let (outcome, blocking_rule) = if let (Frequency::Void, Some(replaced)) =
+        (cmd.claim.frequency, replaced)
+    {
+        // A void is only the reversal of the claim it names, whatever else holds.
+        reasons.push(Reason {
+            source: "correction".into(),
+            code: "VOID".into(),
+            rule_id: None,
+            message: format!("voids claim {replaced}"),
+            carc: Some(carc::DENIED.into()),
+        });
+        (Outcome::Declined, None)
+    } else if let Some(r) = &claim.rejection {
         reasons.push(r.clone());
         (Outcome::Declined, None)
     } else if let Some((code, carc, message)) = refusal {
@@ -160,6 +173,20 @@ pub fn process(
         DomainEvent::new(kind, tenant_id, claim_id, timestamp.clone(), data)
     };
     let mut events = Vec::new();
+    // The claim replaced is reversed first (by the snapshot stage), then this one told.
+    if let Some(replaced) = replaced {
+        let kind = match cmd.claim.frequency {
+            Frequency::Void => EventKind::ClaimVoided,
+            _ => EventKind::ClaimReplaced,
+        };
+        events.push(DomainEvent::new(
+            kind,
+            tenant_id,
+            replaced,
+            timestamp.clone(),
+            serde_json::json!({"claim_id": replaced, "replaced_by": claim_id, "audit_id": audit_id}),
+        ));
+    }
     match outcome {
         Outcome::Blocked => {
             let b = blocking_rule.as_ref();
@@ -212,6 +239,7 @@ pub fn process(
         officer: None,
         pricing,
         officer_amount: None,
+        replaces_claim_id: replaced.map(str::to_owned),
         counted: None,
     }
 }

@@ -27,9 +27,9 @@ use super::runner::{encode, Outputs, Stage, StageError};
 use crate::bus::{Bus, Record, TopicSpec};
 use crate::config_cache::ActiveRulebook;
 use crate::config_cache::ConfigCache;
-use crate::intake;
+use crate::intake::{self, Admitted};
 use crate::model::{claim_key, ClaimSubmitted};
-use crate::store::Store;
+use crate::store::{Store, Unreplaceable};
 use crate::topics::Topics;
 
 /// Who the audit log names as having received a claim from Kafka.
@@ -135,12 +135,14 @@ pub fn parse(value: &[u8]) -> Result<(TenantId, ClaimSubmission), (Option<String
 }
 
 /// The pure core: REST intake's checks of one claim, in its order, given the tenant's
-/// active rulebook and whether the provider is contracted `today`.
+/// active rulebook, whether the provider is contracted `today`, and for a replacement
+/// or a void why the claim it names cannot be replaced, if it cannot.
 pub fn process(
     tenant_id: &TenantId,
     claim: ClaimSubmission,
     rulebook: Option<&ActiveRulebook>,
     contracted: bool,
+    unreplaceable: Option<Unreplaceable>,
     today: Date,
     received_at_ms: i64,
 ) -> Result<ClaimSubmitted, RejectError> {
@@ -161,6 +163,9 @@ pub fn process(
             Some("provider_id"),
         ));
     }
+    if let Some(why) = unreplaceable {
+        return Err(not_replaceable(why));
+    }
     Ok(ClaimSubmitted {
         tenant_id: tenant_id.clone(),
         claim,
@@ -168,6 +173,14 @@ pub fn process(
         rulebook_version: rb.version,
         received_at_ms,
     })
+}
+
+fn not_replaceable(why: Unreplaceable) -> RejectError {
+    let code = match why {
+        Unreplaceable::Missing => "CLAIM_NOT_FOUND",
+        _ => "CONFLICT",
+    };
+    refusal(code, why.message(), Some("replaces_claim_id"))
 }
 
 fn duplicate() -> RejectError {
@@ -215,12 +228,21 @@ impl Submissions {
             .await
             .map_err(transient)?
             .is_some();
+        let unreplaceable = match &claim.replaces_claim_id {
+            Some(replaced) => self
+                .store
+                .replaceable(&tenant_id, replaced.as_str(), claim.member_id.as_str())
+                .await?
+                .err(),
+            None => None,
+        };
         let claim_id = claim.claim_id.as_str().to_owned();
         Ok(process(
             &tenant_id,
             claim,
             rulebook.as_ref(),
             contracted,
+            unreplaceable,
             today,
             r.timestamp_ms,
         )
@@ -271,9 +293,15 @@ impl Stage for Submissions {
             ACTOR,
         )
         .await?;
-        for ((cmd, r), new) in commands.iter().zip(sources).zip(fresh) {
-            if new {
-                continue;
+        for ((cmd, r), admitted) in commands.iter().zip(sources).zip(fresh) {
+            match admitted {
+                Admitted::New => continue,
+                Admitted::NotReplaceable => {
+                    let why = not_replaceable(Unreplaceable::Superseded);
+                    out.push(reject(&self.topics, r, Some(cmd), why));
+                    continue;
+                }
+                Admitted::Duplicate => {}
             }
             // Taken already: by this very record before a crash (same submission, same
             // time), or by another claim.
@@ -340,12 +368,26 @@ mod tests {
         let body = serde_json::json!({"tenant_id": "acme", "claim": claim("P-1")});
         let (tenant, c) = parse(body.to_string().as_bytes()).unwrap();
         // No rulebook comes before the contract.
-        let e = process(&tenant, c.clone(), None, false, today, 0).unwrap_err();
+        let e = process(&tenant, c.clone(), None, false, None, today, 0).unwrap_err();
         assert_eq!(e.code, "RULEBOOK_NOT_ACTIVE");
+        // A replacement of a claim that does not exist, once the rest is fine.
+        let rb = ActiveRulebook {
+            rulebook_id: "rb".into(),
+            version: 1,
+        };
+        let missing = Some(Unreplaceable::Missing);
+        let e = process(&tenant, c.clone(), Some(&rb), true, missing, today, 0).unwrap_err();
+        assert_eq!(
+            (e.code.as_str(), e.field.as_deref()),
+            ("CLAIM_NOT_FOUND", Some("replaces_claim_id"))
+        );
+        let taken = Some(Unreplaceable::Superseded);
+        let e = process(&tenant, c.clone(), Some(&rb), true, taken, today, 0).unwrap_err();
+        assert_eq!(e.code, "CONFLICT");
         // A claim that fails validation is refused with its field, whatever else.
         let mut bad = c.clone();
         bad.claim_amount = -5;
-        let e = process(&tenant, bad, None, true, today, 0).unwrap_err();
+        let e = process(&tenant, bad, None, true, None, today, 0).unwrap_err();
         assert_eq!(e.code, "VALIDATION_ERROR");
         assert_eq!(e.field.as_deref(), Some("claim_amount"));
     }

@@ -118,6 +118,7 @@ pub fn process(
             .and(cmd.approved_amount)
             .filter(|_| outcome == Outcome::Approved),
         pricing: pricing.filter(|_| outcome == Outcome::Approved),
+        replaces_claim_id: None,
         counted: None,
     })
 }

@@ -22,6 +22,7 @@ struct ClaimRow {
     received_at: i64,
     updated_at: i64,
     lines: Option<String>,
+    superseded_by: Option<String>,
 }
 
 impl ClaimRow {
@@ -59,6 +60,7 @@ impl ClaimRow {
             task_id: self.task_id,
             received_at: ms_to_rfc3339(self.received_at),
             updated_at: ms_to_rfc3339(self.updated_at),
+            superseded_by: self.superseded_by,
         })
     }
 }
@@ -68,7 +70,7 @@ const MEMBERS_PER_QUERY: usize = 2000;
 
 const COLUMNS: &str =
     "claim_id, submission, rulebook_version, status, outcome, approved_amount, fraud_score, \
-                       audit_id, reasons, task_id, received_at, updated_at, lines";
+                       audit_id, reasons, task_id, received_at, updated_at, lines, superseded_by";
 
 /// Filters of `GET /claims`; absent ones match everything.
 #[derive(Debug, Clone, Default)]

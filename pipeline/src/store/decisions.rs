@@ -95,6 +95,9 @@ struct Writes {
     tasks: Vec<usize>,
     /// Held rows that count in their member's year.
     counts: Vec<usize>,
+    /// Held automatic decisions on replacements and voids: the claim they replace
+    /// leaves the member's accumulators.
+    reversals: Vec<usize>,
     sql: Vec<String>,
 }
 
@@ -125,6 +128,12 @@ impl Writes {
         let counts: Vec<usize> = (0..rows.len())
             .filter(|i| held[*i] && rows[*i].d.counted.is_some())
             .collect();
+        let reversals: Vec<usize> = (0..rows.len())
+            .filter(|i| {
+                let d = rows[*i].d;
+                held[*i] && d.version == 1 && d.replaces_claim_id.is_some()
+            })
+            .collect();
         let sql = updates
             .chunks(ROWS_PER_STATEMENT)
             .map(|c| update_sql(backend, c.len()))
@@ -138,11 +147,13 @@ impl Writes {
                     .chunks(ROWS_PER_STATEMENT)
                     .map(|c| count_sql(backend, c.len())),
             )
+            .chain(reversals.iter().map(|_| REVERSAL_SQL.to_owned()))
             .collect();
         Self {
             updates,
             tasks,
             counts,
+            reversals,
             sql,
         }
     }
@@ -159,8 +170,17 @@ impl Writes {
         for (chunk, sql) in tasks.zip(sql.by_ref()) {
             bound.push(bind_tasks(sqlx::query(sql), rows, chunk));
         }
-        for (chunk, sql) in self.counts.chunks(ROWS_PER_STATEMENT).zip(sql) {
+        for (chunk, sql) in self.counts.chunks(ROWS_PER_STATEMENT).zip(sql.by_ref()) {
             bound.push(bind_counts(sqlx::query(sql), rows, chunk));
+        }
+        for (i, sql) in self.reversals.iter().zip(sql) {
+            let d = rows[*i].d;
+            bound.push(
+                sqlx::query(sql)
+                    .bind(d.tenant_id.as_str())
+                    .bind(&d.member_id)
+                    .bind(d.replaces_claim_id.as_deref()),
+            );
         }
         bound
     }
@@ -188,6 +208,10 @@ fn update_sql(backend: Backend, rows: usize) -> String {
         values_list(backend, rows, 14)
     )
 }
+
+/// The claim a replacement or a void replaces leaves its member's accumulators.
+const REVERSAL_SQL: &str =
+    "DELETE FROM member_accumulators WHERE tenant_id = $1 AND member_id = $2 AND claim_id = $3";
 
 fn count_sql(backend: Backend, rows: usize) -> String {
     format!(

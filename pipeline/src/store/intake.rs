@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
 use crate::model::ClaimSubmitted;
 
-/// Rows per INSERT: 12 values each, within SQLite's limit on bound values.
+/// Rows per INSERT: 14 values each, within SQLite's limit on bound values.
 const ROWS_PER_INSERT: usize = 2000;
 
 /// A claim's row as intake writes it.
@@ -133,9 +133,9 @@ async fn read_then_insert(
 fn insert_sql(backend: Backend, rows: usize) -> String {
     format!(
         "INSERT INTO claims (tenant_id, claim_id, member_id, provider_id, claim_amount, service_date, submission, \
-         rulebook_id, rulebook_version, status, received_at, updated_at) VALUES {} \
+         rulebook_id, rulebook_version, status, received_at, updated_at, frequency, replaces_claim_id) VALUES {} \
          ON CONFLICT (tenant_id, claim_id) DO NOTHING",
-        values_list(backend, rows, 12)
+        values_list(backend, rows, 14)
     )
 }
 
@@ -153,4 +153,97 @@ fn bind_claim<'q>(q: AnyQuery<'q>, c: &NewClaim<'q>, now: i64) -> AnyQuery<'q> {
         .bind("received")
         .bind(cmd.received_at_ms)
         .bind(now)
+        .bind(cmd.claim.frequency.as_str())
+        .bind(cmd.claim.replaces_claim_id.as_ref().map(|c| c.as_str()))
+}
+
+/// What the claim a replacement or a void names is to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreplaceable {
+    /// No such claim in the tenant.
+    Missing,
+    /// A claim of another member.
+    OtherMember,
+    /// Not `completed` yet.
+    NotCompleted,
+    /// Replaced or voided already.
+    Superseded,
+}
+
+impl Unreplaceable {
+    pub fn message(self) -> &'static str {
+        match self {
+            Unreplaceable::Missing => "no claim with this claim_id exists for the tenant",
+            Unreplaceable::OtherMember => "the claim it replaces is of another member",
+            Unreplaceable::NotCompleted => "the claim it replaces is not completed yet",
+            Unreplaceable::Superseded => "the claim it replaces was replaced or voided already",
+        }
+    }
+}
+
+impl Store {
+    /// Whether `replaced` may be replaced or voided by a claim of `member_id`: checked
+    /// before intake for a clear answer; the intake transaction settles it for good
+    /// ([`Self::supersede_in`]).
+    pub async fn replaceable(
+        &self,
+        tenant_id: &str,
+        replaced: &str,
+        member_id: &str,
+    ) -> Result<Result<(), Unreplaceable>, StoreError> {
+        let row: Option<(String, String, Option<String>)> = sqlx::query_as(
+            "SELECT member_id, status, superseded_by FROM claims WHERE tenant_id = $1 AND claim_id = $2",
+        )
+        .bind(tenant_id)
+        .bind(replaced)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(match row {
+            None => Err(Unreplaceable::Missing),
+            Some((m, ..)) if m != member_id => Err(Unreplaceable::OtherMember),
+            Some((_, _, Some(_))) => Err(Unreplaceable::Superseded),
+            Some((_, status, None)) if status != "completed" => Err(Unreplaceable::NotCompleted),
+            Some(_) => Ok(()),
+        })
+    }
+
+    /// Marks `replaced` as superseded by `by` inside the intake transaction, if it is
+    /// still completed and not superseded: false when another replacement got there
+    /// first (or it changed since [`Self::replaceable`]).
+    pub async fn supersede_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        tenant_id: &str,
+        replaced: &str,
+        member_id: &str,
+        by: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE claims SET superseded_by = $1 WHERE tenant_id = $2 AND claim_id = $3 \
+             AND member_id = $4 AND status = 'completed' AND superseded_by IS NULL",
+        )
+        .bind(by)
+        .bind(tenant_id)
+        .bind(replaced)
+        .bind(member_id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        Ok(done == 1)
+    }
+
+    /// Takes back a claim row inserted in `tx` that turned out not to be admissible.
+    pub async fn uninsert_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        tenant_id: &str,
+        claim_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM claims WHERE tenant_id = $1 AND claim_id = $2")
+            .bind(tenant_id)
+            .bind(claim_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
 }

@@ -41,7 +41,7 @@ pub use claims::ClaimFilter;
 pub use decisions::{DecisionCheck, PreparedDecisions};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
-pub use intake::NewClaim;
+pub use intake::{NewClaim, Unreplaceable};
 pub use keys::SigningKeyRecord;
 pub use members::Upserted;
 pub use providers::{Contracted, NewContract, NewProvider};

@@ -6,7 +6,7 @@
 //! rather than one per member and year, makes the order in which two writers' records
 //! land irrelevant, and a member's year is only as large as the claims counted in it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -41,9 +41,10 @@ impl Entry {
 /// A member's year: tenant, member, year.
 pub type YearKey = (String, String, i32);
 
+/// The members' years, by tenant and member, then by year.
 #[derive(Debug, Default)]
 pub struct Accumulators {
-    years: HashMap<YearKey, MemberYear>,
+    members: HashMap<(String, String), BTreeMap<i32, MemberYear>>,
 }
 
 /// The state as the snapshot stage and, when it runs in the same process, the fused
@@ -52,11 +53,30 @@ pub type Shared = Arc<Mutex<Accumulators>>;
 
 impl Accumulators {
     pub fn year(&self, key: &YearKey) -> Option<&MemberYear> {
-        self.years.get(key)
+        let (tenant, member, year) = key;
+        self.members
+            .get(&(tenant.clone(), member.clone()))?
+            .get(year)
     }
 
     pub fn year_mut(&mut self, key: YearKey) -> &mut MemberYear {
-        self.years.entry(key).or_default()
+        let (tenant, member, year) = key;
+        self.members
+            .entry((tenant, member))
+            .or_default()
+            .entry(year)
+            .or_default()
+    }
+
+    /// Takes `claim_id` out of whichever of the member's years counted it: the year and
+    /// its count, or none when no year did.
+    pub fn take(&mut self, tenant: &str, member: &str, claim_id: &str) -> Option<(i32, Counted)> {
+        let years = self
+            .members
+            .get_mut(&(tenant.to_owned(), member.to_owned()))?;
+        years
+            .iter_mut()
+            .find_map(|(year, y)| y.take(claim_id).map(|c| (*year, c)))
     }
 
     /// The state from the latest record of each key.
@@ -90,7 +110,7 @@ impl Accumulators {
             entries.push(serde_json::from_slice::<Entry>(&r.value).map_err(|e| corrupt(&r, e))?);
         }
         let state = Self::from_entries(entries);
-        tracing::info!(years = state.years.len(), "Accumulators restored.");
+        tracing::info!(members = state.members.len(), "Accumulators restored.");
         Ok(state)
     }
 

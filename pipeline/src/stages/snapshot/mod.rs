@@ -57,12 +57,12 @@ impl Stage for Snapshot {
         let held = match self.store.write_decisions(&decisions).await {
             Ok(held) => held,
             Err(e) => {
-                // The batch is retried: it must find the year as it was.
+                // The batch is retried: it must find the years as they were.
                 let mut state = lock(&self.accumulators);
                 counted
                     .iter()
-                    .flatten()
-                    .for_each(|e| settle::undo(&mut state, e));
+                    .rev()
+                    .for_each(|c| settle::undo(&mut state, c));
                 return Err(e.into());
             }
         };
@@ -81,16 +81,18 @@ impl Stage for Snapshot {
 /// whose decision the store turned down is taken back.
 pub fn state_entries(
     topics: &Topics,
-    counted: &[Option<Count>],
+    counted: &[Vec<Count>],
     held: &[bool],
     shared: &Shared,
 ) -> Outputs {
     let mut out = Vec::new();
-    for (count, held) in counted.iter().zip(held) {
-        match count {
-            Some(c) if *held => out.push(encode(&topics.accumulators, c.entry.key(), &c.entry)),
-            Some(c) => settle::undo(&mut lock(shared), c),
-            None => {}
+    for (changes, held) in counted.iter().zip(held) {
+        if *held {
+            for c in changes {
+                out.push(encode(&topics.accumulators, c.entry.key(), &c.entry));
+            }
+        } else {
+            settle::undo(&mut lock(shared), changes);
         }
     }
     out
@@ -108,11 +110,14 @@ pub fn process(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Output
         .collect()
 }
 
-/// A decision's events as `claims.events` carries them, keyed by its claim: a
+/// A decision's events as `claims.events` carries them, each keyed by the claim it is
+/// about (a replacement's decision tells `claim.replaced` of the claim it replaces): a
 /// subscriber's deliveries of one claim stay in order.
 pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
-    let key = crate::model::claim_key(&d.tenant_id, &d.claim_id);
-    d.events.iter().map(move |e| message(key.clone(), e))
+    d.events.iter().map(move |e| {
+        let about = e.data["claim_id"].as_str().unwrap_or(&d.claim_id);
+        message(crate::model::claim_key(&d.tenant_id, about), e)
+    })
 }
 
 #[cfg(test)]
@@ -156,6 +161,7 @@ mod tests {
             officer: None,
             pricing: None,
             officer_amount: None,
+            replaces_claim_id: None,
             counted: None,
         }
     }

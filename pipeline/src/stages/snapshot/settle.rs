@@ -1,31 +1,63 @@
 //! The snapshot stage's pure core for benefits: applies each decision's [`Pricing`] to
-//! its lines against the member's year, and counts a final payable outcome in it.
+//! its lines against the member's year, and counts a final payable outcome in it. The
+//! automatic decision on a replacement or a void first takes the claim it replaces out
+//! of the member's year (contract part 2: a replacement is adjudicated after the one it
+//! replaces is reversed).
 //!
 //! A claim counted already (a redelivery, or a restart that restored it) is
 //! adjudicated against the year as it stood before it (its `seq`), so it is decided the
 //! same way again and counted once. A flagged claim is adjudicated against the year as
 //! it stands, as an estimate for the officer, and counts only when approved.
+//!
+//! [`Pricing`]: crate::adjudication::Pricing
 
-use crate::adjudication::{settle, usage_of};
+use crate::adjudication::{settle, usage_of, Counted};
 use crate::model::Decision;
 
 use super::accumulators::{Accumulators, Entry};
 
-/// A claim counted in its member's year.
+/// A change to a member's year: a claim counted, or one taken out (`entry.reversed`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Count {
-    /// Its state entry, to publish (again, for a claim counted before: publishing it
-    /// twice changes nothing, and the first publication may not have happened).
+    /// Its state entry, to publish (again, for a change made before: publishing it twice
+    /// changes nothing, and the first publication may not have happened).
     pub entry: Entry,
-    /// Whether this call counted it, so that it is taken back should the store not
+    /// Whether this call made the change, so that it is undone should the store not
     /// hold the decision or the batch fail.
     pub fresh: bool,
 }
 
-/// Applies the plans of `decisions` in order. Per decision, its count when it is a
-/// final payable outcome for a member on a plan.
-pub fn process(decisions: &mut [Decision], state: &mut Accumulators) -> Vec<Option<Count>> {
-    decisions.iter_mut().map(|d| apply(d, state)).collect()
+/// Applies `decisions` in order to the members' years. Per decision, the changes it
+/// made.
+pub fn process(decisions: &mut [Decision], state: &mut Accumulators) -> Vec<Vec<Count>> {
+    decisions
+        .iter_mut()
+        .map(|d| {
+            let mut changes: Vec<Count> = reverse_replaced(d, state).into_iter().collect();
+            changes.extend(apply(d, state));
+            changes
+        })
+        .collect()
+}
+
+/// The automatic decision on a replacement or a void: the claim it replaces leaves the
+/// member's year.
+fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
+    let replaced = d.replaces_claim_id.as_deref().filter(|_| d.version == 1)?;
+    let tenant = d.tenant_id.to_string();
+    let (year, counted) = state.take(&tenant, &d.member_id, replaced)?;
+    Some(Count {
+        entry: Entry {
+            tenant_id: tenant,
+            member_id: d.member_id.clone(),
+            year,
+            claim_id: replaced.to_owned(),
+            seq: counted.seq,
+            reversed: true,
+            usage: counted.usage,
+        },
+        fresh: true,
+    })
 }
 
 fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
@@ -61,13 +93,23 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     Some(Count { entry, fresh })
 }
 
-/// Takes back what [`process`] counted fresh: for a decision the store turned down (a
+/// Undoes what [`process`] changed fresh: for a decision the store turned down (a
 /// redelivered claim decided differently: the first decision stands), or a batch that
-/// failed and is handled again.
-pub fn undo(state: &mut Accumulators, count: &Count) {
-    if count.fresh {
-        let e = &count.entry;
-        let key = (e.tenant_id.clone(), e.member_id.clone(), e.year);
-        state.year_mut(key).reverse(&e.claim_id);
+/// failed and is handled again. Changes are undone last first.
+pub fn undo(state: &mut Accumulators, changes: &[Count]) {
+    for c in changes.iter().rev().filter(|c| c.fresh) {
+        let e = &c.entry;
+        let year = state.year_mut((e.tenant_id.clone(), e.member_id.clone(), e.year));
+        if e.reversed {
+            year.restore(
+                &e.claim_id,
+                Counted {
+                    seq: e.seq,
+                    usage: e.usage.clone(),
+                },
+            );
+        } else {
+            year.reverse(&e.claim_id);
+        }
     }
 }
