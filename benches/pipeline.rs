@@ -183,11 +183,13 @@ async fn main() {
                         "plan_id": "PPO", "coverage": [{"from": "2020-01-01"}]})
         })
         .collect();
+    let import_started = Instant::now();
     let imported: Value = post(format!("{base}/members/import"), json!(members))
         .await
         .json()
         .await
         .unwrap();
+    let import_secs = import_started.elapsed().as_secs_f64();
     assert_eq!(
         imported["imported"], MEMBERS,
         "the members are imported: {imported}"
@@ -225,6 +227,11 @@ async fn main() {
     } else {
         "the embedded log"
     };
+    println!(
+        "members import: {:>8.0} members/s ({MEMBERS} in one request of {:.2} s)",
+        MEMBERS as f64 / import_secs,
+        import_secs
+    );
     println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}; bus: {bus}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
     let started = Instant::now();
     let accepted: usize = stream::iter((0..n).step_by(BATCH))

@@ -57,11 +57,15 @@ fn input(i: usize) -> EvalInput {
             service_date: "2026-11-01".into(),
             lines: vec![
                 LineFacts {
+                    line_no: 1,
                     procedure_code: "99213".into(),
                     units: 1,
                     amount: 7_500,
+                    modifiers: Vec::new(),
                 },
                 LineFacts {
+                    line_no: 2,
+                    modifiers: Vec::new(),
                     procedure_code: "80053".into(),
                     units: 2,
                     amount: 5_000 + (i as i64 % 1000),
@@ -84,6 +88,8 @@ fn input(i: usize) -> EvalInput {
             claims_last_24h: 2,
             amount_last_30d: 40_000,
         },
+        member: None,
+        line: None,
     }
 }
 

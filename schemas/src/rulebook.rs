@@ -16,6 +16,10 @@ pub enum RuleAction {
     Decline,
     /// Sets the approved amount to the rule's `approved_amount` expression.
     Adjust,
+    /// Contract part 2: `when` is evaluated once per line (CEL sees `line`); each line
+    /// it matches is denied (`CO`, the rule's CARC, `96` by default).
+    #[serde(rename = "deny_line")]
+    DenyLine,
 }
 
 impl RuleAction {
@@ -25,6 +29,7 @@ impl RuleAction {
             RuleAction::Flag => "flag",
             RuleAction::Decline => "decline",
             RuleAction::Adjust => "adjust",
+            RuleAction::DenyLine => "deny_line",
         }
     }
 }

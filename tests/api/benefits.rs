@@ -18,6 +18,7 @@ crate::all_backends!(
     a_visit_limit_reached_denies_the_line_with_co_119,
     an_officers_approval_counts_in_the_year_and_a_review_alone_does_not,
     the_accumulators_are_restored_after_a_restart,
+    a_deny_line_rule_denies_the_lines_it_matches_with_its_carc,
 );
 
 /// 500.00 deductible, 20% coinsurance, 3,000.00 out-of-pocket maximum; two visits of
@@ -366,4 +367,46 @@ async fn the_accumulators_are_restored_after_a_restart(b: Backend) {
         c["approved_amount"], 16000,
         "the deductible left was 200.00: {c}"
     );
+}
+
+async fn a_deny_line_rule_denies_the_lines_it_matches_with_its_carc(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    plan_and_member(&app, &s, "M-1", json!([{"from": "2026-01-01"}])).await;
+    app.publish_rulebook(
+        &s.access,
+        json!([{"rule_id": "rehab-over-40", "when": "line.procedure_code == '97110' && member.age >= 40",
+                "action": "deny_line", "reason_code": "NOT_MEDICALLY_NECESSARY", "carc": "50", "rarc": "N130"}]),
+    )
+    .await;
+    let claim = json!({
+        "claim_id": "C-1", "member_id": "M-1", "provider_id": "PRV-1", "claim_amount": 65000,
+        "service_date": "2026-06-01",
+        "lines": [{"procedure_code": "99213", "units": 1, "amount": 60000},
+                  {"procedure_code": "97110", "units": 1, "amount": 5000}]
+    });
+    submit(&app, &s, claim).await;
+    let c = decided(&app, &s, "C-1").await;
+    assert_eq!(c["outcome"], "ADJUDICATED", "{c}");
+    assert_balanced(&c);
+    assert_eq!(codes(&c, 1), ["CO-50:5000"]);
+    assert_eq!(
+        c["lines"][1]["adjudication"]["adjustments"][0]["rarc"],
+        "N130"
+    );
+    assert_eq!(c["lines"][1]["adjudication"]["status"], "denied");
+    assert_eq!(c["reasons"][0]["code"], "NOT_MEDICALLY_NECESSARY", "{c}");
+    assert_eq!(c["reasons"][0]["rule_id"], "rehab-over-40");
+    // The other line pays after the deductible and coinsurance: 600.00 - 500.00, 80%.
+    assert_eq!(codes(&c, 0), ["PR-1:50000", "PR-2:2000"]);
+    assert_eq!(c["approved_amount"], 8000);
+    // A denied line is no visit.
+    accumulators(
+        &app,
+        &s,
+        "M-1",
+        json!({"member_id": "M-1", "year": 2026, "deductible_met": 50000,
+               "out_of_pocket_met": 52000, "paid": 8000, "visits": {"99213": 1}}),
+    )
+    .await;
 }

@@ -172,6 +172,12 @@ async fn a_rule_that_cannot_work_is_refused_at_create_with_its_field_and_why(b: 
             "integer amount",
         ),
         (0, "carc", "forty-five", "must be a CARC"),
+        (
+            1,
+            "when",
+            "line.amount > 100",
+            "defined only in deny_line rules",
+        ),
         (1, "rarc", "n130", "must be a RARC"),
     ];
     for (i, field, expr, says) in cases {

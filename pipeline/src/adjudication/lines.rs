@@ -329,18 +329,21 @@ pub fn approved_total(lines: &[LineView]) -> i64 {
 
 /// Adjudicates a claim's lines as reads show them, without a plan, and writes each
 /// line's adjudication into it: the decision's lines before members' benefits apply.
+/// `denials` are the lines' own (a `deny_line` rule), by position; may be shorter.
 pub fn adjudicate_views(
     lines: &mut [LineView],
     fee_schedule: &BTreeMap<String, i64>,
+    denials: &[Option<Denial>],
     verdict: &Verdict,
 ) {
     let inputs: Vec<LineIn> = lines
         .iter()
-        .map(|l| LineIn {
+        .enumerate()
+        .map(|(i, l)| LineIn {
             procedure_code: l.procedure_code.as_deref(),
             units: l.units,
             amount: l.amount,
-            denial: None,
+            denial: denials.get(i).cloned().flatten(),
         })
         .collect();
     let done = adjudicate(&inputs, fee_schedule, None, &Usage::default(), verdict);

@@ -9,7 +9,14 @@ use cel::common::ast::{EntryExpr, Expr};
 use cel::IdedExpr;
 
 /// The variables a rule may read (contract: Rulebooks).
-pub const VARIABLES: [&str; 4] = ["claim", "provider", "contract", "member_history"];
+pub const VARIABLES: [&str; 6] = [
+    "claim",
+    "provider",
+    "contract",
+    "member_history",
+    "member",
+    "line",
+];
 
 /// The most nested comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`) an
 /// expression may have: with lists bounded by intake, two levels stay cheap, while deep

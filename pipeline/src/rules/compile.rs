@@ -57,6 +57,13 @@ impl CompiledRulebook {
         self.rules.is_empty()
     }
 
+    /// Whether any rule reads the variable `root` (`member`, `line`, …).
+    pub fn reads(&self, root: &str) -> bool {
+        self.names
+            .iter()
+            .any(|n| n == root || n.strip_prefix(root).is_some_and(|r| r.starts_with('.')))
+    }
+
     /// How many rules' `when` is evaluated by a plan rather than the interpreter.
     pub fn planned(&self) -> usize {
         self.rules.iter().filter(|r| r.plan.is_some()).count()
@@ -119,13 +126,33 @@ pub fn compile(rules: &[Rule]) -> Result<CompiledRulebook, CompileError> {
                 "must be at most 1000 characters".into(),
             ));
         }
-        let when =
-            expression(&rule.when, Expected::Bool, &mut names).map_err(|m| fail("when", m))?;
+        let mut own = std::collections::BTreeSet::new();
+        let when = expression(&rule.when, Expected::Bool, &mut own).map_err(|m| fail("when", m))?;
+        let reads_line = |names: &std::collections::BTreeSet<String>| {
+            names.iter().any(|n| n == "line" || n.starts_with("line."))
+        };
+        if rule.action != RuleAction::DenyLine && reads_line(&own) {
+            return Err(fail(
+                "when",
+                "`line` is defined only in deny_line rules, whose `when` is evaluated once per line"
+                    .into(),
+            ));
+        }
+        names.extend(own);
         let amount = match (rule.action, &rule.approved_amount) {
-            (RuleAction::Adjust, Some(src)) => Some(
-                expression(src, Expected::Int, &mut names)
-                    .map_err(|m| fail("approved_amount", m))?,
-            ),
+            (RuleAction::Adjust, Some(src)) => Some({
+                let mut own = std::collections::BTreeSet::new();
+                let program = expression(src, Expected::Int, &mut own)
+                    .map_err(|m| fail("approved_amount", m))?;
+                if reads_line(&own) {
+                    return Err(fail(
+                        "approved_amount",
+                        "`line` is defined only in deny_line rules".into(),
+                    ));
+                }
+                names.extend(own);
+                program
+            }),
             (RuleAction::Adjust, None) => {
                 return Err(fail(
                     "approved_amount",

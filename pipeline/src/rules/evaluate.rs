@@ -34,6 +34,13 @@ pub struct RuleHit {
     pub rarc: Option<Arc<str>>,
 }
 
+/// A line a `deny_line` rule matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineDenial {
+    pub line_no: i64,
+    pub rule: RuleHit,
+}
+
 /// What one rule did. Most rules of most claims do not match, so the common case is
 /// kept short on the wire: `detail` is left out when it is [`NOT_MATCHED`], `error`
 /// when false. A trace rides on every record after the rules stage and in every audit
@@ -73,6 +80,9 @@ pub struct Evaluation {
     /// amount applies, and each contributes its reason code.
     #[serde(default)]
     pub adjusts: Vec<RuleHit>,
+    /// Per line, the `deny_line` rules that matched it, in rulebook order.
+    #[serde(default)]
+    pub line_denials: Vec<LineDenial>,
     /// The claim amount after fee-schedule caps, then the last matching adjust rule,
     /// never above the claim amount nor below zero.
     pub approved_amount: i64,
@@ -92,15 +102,15 @@ impl CompiledRulebook {
         };
         let interpreter = Interpreter::new(input, &self.names);
         let mut bound = Bound::with_capacity(MAX_COMPREHENSION_DEPTH);
+        // A deny_line rule's inputs, one per line, built for the first such rule.
+        let lines: OnceCell<Vec<EvalInput>> = OnceCell::new();
         for r in &self.rules {
-            let when = match r.plan.as_ref().map(|plan| plan.eval(input, &mut bound)) {
-                Some(Ok(b)) => Ok(Value::Bool(b)),
-                // The plan could not decide: the interpreter gives the exact value or error.
-                Some(Err(Defer)) | None => {
-                    bound.clear();
-                    interpreter.run(&r.when)
-                }
-            };
+            if r.rule.action == RuleAction::DenyLine {
+                let lines = lines.get_or_init(|| line_inputs(input));
+                self.deny_lines(r, lines, &mut bound, &mut ev);
+                continue;
+            }
+            let when = when_of(r, input, &interpreter, &mut bound);
             let (matched, detail, error) = match when {
                 Ok(Value::Bool(true)) => (true, Cow::Borrowed("when evaluated to true"), false),
                 Ok(Value::Bool(false)) => (false, Cow::Borrowed(NOT_MATCHED), false),
@@ -121,6 +131,7 @@ impl CompiledRulebook {
                 continue;
             }
             match r.rule.action {
+                RuleAction::DenyLine => {}
                 RuleAction::Block => ev.blocks.push(hit(r)),
                 RuleAction::Decline => ev.declines.push(hit(r)),
                 RuleAction::Flag => ev.flags.push(hit(r)),
@@ -166,6 +177,97 @@ impl CompiledRulebook {
         }
         ev
     }
+}
+
+impl CompiledRulebook {
+    /// A `deny_line` rule: `when` once per line; each line it matches is denied. A line
+    /// whose evaluation fails makes the rule an error, which sends the claim to review.
+    fn deny_lines<'a>(
+        &self,
+        r: &CompiledRule,
+        lines: &'a [EvalInput],
+        bound: &mut Bound<'a>,
+        ev: &mut Evaluation,
+    ) {
+        let mut denied = Vec::new();
+        for li in lines {
+            let interpreter = Interpreter::new(li, &self.names);
+            let line_no = li.line.as_ref().map_or(0, |l| l.line_no);
+            match when_of(r, li, &interpreter, bound) {
+                Ok(Value::Bool(true)) => denied.push(line_no),
+                Ok(Value::Bool(false)) => {}
+                other => {
+                    let detail = match other {
+                        Ok(v) => {
+                            format!("when must give a bool, gave {} on line {line_no}", kind(&v))
+                        }
+                        Err(e) => format!("when failed on line {line_no}: {e}"),
+                    };
+                    ev.errors.push(hit(r));
+                    ev.trace.push(entry(r, false, detail.into(), true));
+                    return;
+                }
+            }
+        }
+        if denied.is_empty() {
+            ev.trace
+                .push(entry(r, false, Cow::Borrowed(NOT_MATCHED), false));
+            return;
+        }
+        let list: Vec<String> = denied.iter().map(i64::to_string).collect();
+        ev.trace.push(entry(
+            r,
+            true,
+            format!("denied lines {}", list.join(", ")).into(),
+            false,
+        ));
+        ev.line_denials
+            .extend(denied.into_iter().map(|line_no| LineDenial {
+                line_no,
+                rule: hit(r),
+            }));
+    }
+}
+
+/// A rule's `when` on `input`: by its plan when the plan decides, else by cel's
+/// interpreter, which gives the exact value or error.
+fn when_of<'a>(
+    r: &CompiledRule,
+    input: &'a EvalInput,
+    interpreter: &Interpreter<'_>,
+    bound: &mut Bound<'a>,
+) -> Result<Value, String> {
+    match r.plan.as_ref().map(|plan| plan.eval(input, bound)) {
+        Some(Ok(b)) => Ok(Value::Bool(b)),
+        Some(Err(Defer)) | None => {
+            bound.clear();
+            interpreter.run(&r.when)
+        }
+    }
+}
+
+/// The input once per line of the claim, each with its `line`. A claim submitted
+/// without lines has one: line 1, no procedure code (an empty string), its whole amount.
+fn line_inputs(input: &EvalInput) -> Vec<EvalInput> {
+    let claim = &input.claim;
+    let lines = if claim.lines.is_empty() {
+        vec![super::input::LineFacts {
+            line_no: 1,
+            procedure_code: String::new(),
+            units: 1,
+            amount: claim.claim_amount,
+            modifiers: Vec::new(),
+        }]
+    } else {
+        claim.lines.clone()
+    };
+    lines
+        .into_iter()
+        .map(|line| EvalInput {
+            line: Some(line),
+            ..input.clone()
+        })
+        .collect()
 }
 
 /// cel's interpreter for the expressions no plan decides. The values it reads are

@@ -77,6 +77,36 @@ fn value_of(input: &EvalInput, name: &str) -> Result<Option<Value>, cel::Seriali
         "contract.fee_schedule" => cel::to_value(&k.fee_schedule)?,
         "member_history.claims_last_24h" => Value::Int(m.claims_last_24h),
         "member_history.amount_last_30d" => Value::Int(m.amount_last_30d),
+        // `null` for a member not on the roster: `member.age` then fails, as CEL's
+        // field of null does, and the rule reports the error.
+        "member" => cel::to_value(&input.member)?,
+        "member.age" | "member.sex" | "member.plan_id" => {
+            let Some(member) = &input.member else {
+                return Ok(None);
+            };
+            match name {
+                "member.age" => Value::Int(member.age),
+                "member.sex" => string(&member.sex),
+                _ => string(&member.plan_id),
+            }
+        }
+        "line" => cel::to_value(&input.line)?,
+        "line.line_no"
+        | "line.procedure_code"
+        | "line.units"
+        | "line.amount"
+        | "line.modifiers" => {
+            let Some(line) = &input.line else {
+                return Ok(None);
+            };
+            match name {
+                "line.line_no" => Value::Int(line.line_no),
+                "line.procedure_code" => string(&line.procedure_code),
+                "line.units" => Value::Int(line.units),
+                "line.amount" => Value::Int(line.amount),
+                _ => cel::to_value(&line.modifiers)?,
+            }
+        }
         _ => return Ok(None),
     }))
 }

@@ -1,6 +1,8 @@
 //! What a rule sees (contract: Claims, the CEL paragraph): `claim` (the intake fields,
-//! `service_date` as a string), `provider`, `contract` and `member_history`. Numbers are
-//! all signed integers, so that CEL comparisons with integer literals just work.
+//! `service_date` as a string), `provider`, `contract` and `member_history`; and
+//! (contract part 2) `member` (null for a member not on the roster) and, in a
+//! `deny_line` rule, `line`, the line being decided. Numbers are all signed integers,
+//! so that CEL comparisons with integer literals just work.
 
 use std::collections::BTreeMap;
 
@@ -8,9 +10,24 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LineFacts {
+    /// From 1, in the order submitted.
+    #[serde(default)]
+    pub line_no: i64,
     pub procedure_code: String,
     pub units: i64,
     pub amount: i64,
+    #[serde(default)]
+    pub modifiers: Vec<String>,
+}
+
+/// The claim's member on the roster.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberFacts {
+    /// Whole years on the service date.
+    pub age: i64,
+    /// `F`, `M` or `U`.
+    pub sex: String,
+    pub plan_id: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,4 +70,8 @@ pub struct EvalInput {
     pub provider: ProviderFacts,
     pub contract: ContractFacts,
     pub member_history: MemberHistory,
+    /// `None` for a member not on the roster (CEL sees `null`).
+    pub member: Option<MemberFacts>,
+    /// The line a `deny_line` rule is deciding; `None` for every other rule.
+    pub line: Option<LineFacts>,
 }

@@ -19,8 +19,10 @@ pub mod types;
 
 pub use cache::RulebookCache;
 pub use compile::{compile, CompileError, CompiledRulebook};
-pub use evaluate::{Evaluation, RuleHit, TraceEntry};
-pub use input::{ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberHistory, ProviderFacts};
+pub use evaluate::{Evaluation, LineDenial, RuleHit, TraceEntry};
+pub use input::{
+    ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberFacts, MemberHistory, ProviderFacts,
+};
 
 #[cfg(test)]
 mod plan_tests;

@@ -107,6 +107,12 @@ pub(crate) enum IntPlan {
     /// `units` or `amount` of the line bound at this depth.
     LineUnits(usize),
     LineAmount(usize),
+    /// Of the line a `deny_line` rule decides (`line.…`).
+    RuleLineNo,
+    RuleLineUnits,
+    RuleLineAmount,
+    /// `member.age`; defers for a member not on the roster (the interpreter's error).
+    MemberAge,
     Size(List),
     Neg(Box<IntPlan>),
     Arith(Arith, Box<IntPlan>, Box<IntPlan>),
@@ -130,6 +136,11 @@ pub(crate) enum StrPlan {
     ContractId,
     /// `procedure_code` of the line bound at this depth.
     LineCode(usize),
+    /// `line.procedure_code` of a `deny_line` rule's line.
+    RuleLineCode,
+    /// `member.sex`, `member.plan_id`; defer for a member not on the roster.
+    MemberSex,
+    MemberPlan,
     /// The diagnosis code bound at this depth.
     Code(usize),
 }
@@ -246,6 +257,10 @@ impl IntPlan {
             IntPlan::AmountLast30d => input.member_history.amount_last_30d,
             IntPlan::LineUnits(depth) => line(*depth)?.units,
             IntPlan::LineAmount(depth) => line(*depth)?.amount,
+            IntPlan::RuleLineNo => input.line.as_ref().ok_or(Defer)?.line_no,
+            IntPlan::RuleLineUnits => input.line.as_ref().ok_or(Defer)?.units,
+            IntPlan::RuleLineAmount => input.line.as_ref().ok_or(Defer)?.amount,
+            IntPlan::MemberAge => input.member.as_ref().ok_or(Defer)?.age,
             IntPlan::Size(List::Lines) => {
                 i64::try_from(input.claim.lines.len()).map_err(|_| Defer)?
             }
@@ -284,6 +299,9 @@ impl StrPlan {
             StrPlan::Npi => return Ok(p.npi.as_deref()),
             StrPlan::Specialty => return Ok(p.specialty.as_deref()),
             StrPlan::ContractId => &input.contract.contract_id,
+            StrPlan::RuleLineCode => &input.line.as_ref().ok_or(Defer)?.procedure_code,
+            StrPlan::MemberSex => &input.member.as_ref().ok_or(Defer)?.sex,
+            StrPlan::MemberPlan => &input.member.as_ref().ok_or(Defer)?.plan_id,
             StrPlan::LineCode(depth) => match bound.get(*depth) {
                 Some(Elem::Line(line)) => &line.procedure_code,
                 _ => return Err(Defer),
@@ -395,6 +413,13 @@ impl Planner {
             ("contract", "contract_id") => Node::Str(StrPlan::ContractId),
             ("member_history", "claims_last_24h") => Node::Int(IntPlan::ClaimsLast24h),
             ("member_history", "amount_last_30d") => Node::Int(IntPlan::AmountLast30d),
+            ("line", "line_no") => Node::Int(IntPlan::RuleLineNo),
+            ("line", "units") => Node::Int(IntPlan::RuleLineUnits),
+            ("line", "amount") => Node::Int(IntPlan::RuleLineAmount),
+            ("line", "procedure_code") => Node::Str(StrPlan::RuleLineCode),
+            ("member", "age") => Node::Int(IntPlan::MemberAge),
+            ("member", "sex") => Node::Str(StrPlan::MemberSex),
+            ("member", "plan_id") => Node::Str(StrPlan::MemberPlan),
             _ => return None,
         })
     }

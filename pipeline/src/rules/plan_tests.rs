@@ -48,6 +48,16 @@ const PLANNED: &[&str] = &[
     "claim.diagnosis_codes.all(c, c != 'I10')",
     "claim.lines.exists(l, claim.diagnosis_codes.exists(c, c == l.procedure_code))",
     "claim.lines.exists(claim, claim.units > 3)",
+    "member.age >= 65",
+    "member.sex == 'F' && member.plan_id == 'PPO'",
+];
+
+/// Planned expressions of `deny_line` rules, which see `line`.
+const PLANNED_LINE: &[&str] = &[
+    "line.amount > 10000",
+    "line.procedure_code == '99213' && line.units > 1",
+    "line.line_no == 2 || line.amount * line.units > claim.claim_amount",
+    "line.procedure_code in ['80053', 'I10'] && member.age > 40",
 ];
 
 /// Shapes left to the interpreter, with the reason.
@@ -58,6 +68,7 @@ const NOT_PLANNED: &[&str] = &[
     "claim.claim_amount > 0 ? true : false",          // a ternary
     "dyn(claim.claim_amount) == '5'",                 // mixed types
     "size(claim.claim_id) > 3",                       // size of a string
+    "member != null && member.age < 18",              // a record against null
     "claim.lines.exists_one(l, l.units > 1)",         // exists_one
     "claim.lines.map(l, l.amount).exists(a, a > 10)", // map
     "claim.lines.exists(l, dyn(l).modifier == 'x')",  // no such line field
@@ -113,10 +124,13 @@ fn input(rng: &mut Lcg) -> EvalInput {
     let codes = ["99213", "80053", "Z00.0", "I10"];
     let diagnoses = ["E11.9", "I10", "Z00.0", "99213"];
     let lines = (0..rng.next(4))
-        .map(|_| LineFacts {
+        .enumerate()
+        .map(|(i, _)| LineFacts {
+            line_no: i as i64 + 1,
             procedure_code: rng.pick(&codes).into(),
             units: rng.next(6) as i64,
             amount: [0, 5_000, 20_000, i64::MAX][rng.next(4) as usize],
+            modifiers: Vec::new(),
         })
         .collect();
     let diagnosis_codes = (0..rng.next(4))
@@ -151,6 +165,24 @@ fn input(rng: &mut Lcg) -> EvalInput {
             claims_last_24h: rng.next(4) as i64,
             amount_last_30d: [0, 40_000, i64::MAX][rng.next(3) as usize],
         },
+        // Not on the roster in a third of the cases: `member.…` then fails.
+        member: match rng.next(3) {
+            0 => None,
+            _ => Some(MemberFacts {
+                age: [0, 17, 40, 70][rng.next(4) as usize],
+                sex: rng.pick(&["F", "M", "U"]).into(),
+                plan_id: rng.pick(&["PPO", "HMO"]).into(),
+            }),
+        },
+        line: None,
+    }
+}
+
+fn deny_line(i: usize, when: &str) -> Rule {
+    Rule {
+        action: RuleAction::DenyLine,
+        rule_id: format!("line{i}"),
+        ..flag(i, when)
     }
 }
 
@@ -158,6 +190,10 @@ fn input(rng: &mut Lcg) -> EvalInput {
 fn every_expression_of_the_subset_is_planned_and_no_other() {
     for when in PLANNED {
         let book = compile(&[flag(0, when)]).unwrap();
+        assert_eq!(book.planned(), 1, "`{when}` should be planned");
+    }
+    for when in PLANNED_LINE {
+        let book = compile(&[deny_line(0, when)]).unwrap();
         assert_eq!(book.planned(), 1, "`{when}` should be planned");
     }
     for when in NOT_PLANNED {
@@ -188,20 +224,28 @@ fn plans_evaluate_exactly_as_the_interpreter_does() {
         carc: None,
         rarc: None,
     });
+    rules.extend(
+        PLANNED_LINE
+            .iter()
+            .enumerate()
+            .map(|(i, when)| deny_line(i, when)),
+    );
     let planned = compile(&rules).unwrap();
     let interpreted = compile(&rules).unwrap().interpreted();
-    assert_eq!(planned.planned(), PLANNED.len() + 1);
+    assert_eq!(planned.planned(), PLANNED.len() + PLANNED_LINE.len() + 1);
     assert_eq!(interpreted.planned(), 0);
 
     let mut rng = Lcg(7);
-    let (mut matched, mut errors) = (0, 0);
+    let (mut matched, mut errors, mut denied) = (0, 0, 0);
     for case in 0..3000 {
         let input = input(&mut rng);
         let ev = planned.evaluate(&input);
         assert_eq!(ev, interpreted.evaluate(&input), "case {case}: {input:?}");
         matched += ev.trace.iter().filter(|t| t.matched).count();
         errors += ev.errors.len();
+        denied += ev.line_denials.len();
     }
+    assert!(denied > 1_000, "{denied} lines denied");
     // The cases reach both answers and the deferred errors (overflow, a null string).
     assert!(matched > 10_000, "{matched} matches");
     assert!(errors > 1_000, "{errors} errors");

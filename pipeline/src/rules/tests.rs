@@ -37,14 +37,18 @@ fn sample() -> EvalInput {
             service_date: "2026-11-01".into(),
             lines: vec![
                 LineFacts {
+                    line_no: 1,
                     procedure_code: "99213".into(),
                     units: 1,
                     amount: 20_000,
+                    modifiers: vec!["25".into()],
                 },
                 LineFacts {
+                    line_no: 2,
                     procedure_code: "80053".into(),
                     units: 2,
                     amount: 30_000,
+                    modifiers: Vec::new(),
                 },
             ],
             diagnosis_codes: vec!["E11.9".into()],
@@ -64,7 +68,49 @@ fn sample() -> EvalInput {
             claims_last_24h: 3,
             amount_last_30d: 120_000,
         },
+        member: Some(MemberFacts {
+            age: 46,
+            sex: "F".into(),
+            plan_id: "PPO".into(),
+        }),
+        line: None,
     }
+}
+
+#[test]
+fn a_deny_line_rule_denies_each_line_it_matches_and_sees_the_member() {
+    let mut deny = rule(
+        "lab",
+        "line.procedure_code == '80053' && line.units > 1 && member.age > 40",
+        RuleAction::DenyLine,
+    );
+    deny.carc = Some("B7".into());
+    let modifier = rule("mod25", "'25' in line.modifiers", RuleAction::DenyLine);
+    let book = compile(&[deny, modifier]).unwrap();
+    let ev = book.evaluate(&sample());
+    let denied: Vec<(i64, &str, Option<&str>)> = ev
+        .line_denials
+        .iter()
+        .map(|d| (d.line_no, &*d.rule.rule_id, d.rule.carc.as_deref()))
+        .collect();
+    assert_eq!(denied, [(2, "lab", Some("B7")), (1, "mod25", None)]);
+    assert_eq!(ev.trace[0].detail, "denied lines 2");
+    assert!(ev.blocks.is_empty() && ev.declines.is_empty() && ev.flags.is_empty());
+    // A member not on the roster: `member.age` fails, and the rule is an error.
+    let mut unknown = sample();
+    unknown.member = None;
+    let ev = book.evaluate(&unknown);
+    assert_eq!(ev.errors.len(), 1, "{ev:?}");
+    assert!(ev.trace[0].error);
+}
+
+#[test]
+fn line_is_refused_outside_deny_line_rules() {
+    let e = compile(&[rule("x", "line.amount > 5", RuleAction::Flag)]).unwrap_err();
+    assert_eq!(e.field, "rules[0].when");
+    assert!(e.message.contains("deny_line"), "{}", e.message);
+    let e = compile(&[rule("x", "line.amout > 5", RuleAction::DenyLine)]).unwrap_err();
+    assert!(e.message.contains("no field `amout`"), "{}", e.message);
 }
 
 #[test]

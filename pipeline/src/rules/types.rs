@@ -101,9 +101,21 @@ pub static CLAIM: Record = Record {
 pub static LINE: Record = Record {
     name: "line",
     fields: &[
+        ("line_no", Field::Int),
         ("procedure_code", Field::String),
         ("units", Field::Int),
         ("amount", Field::Int),
+        ("modifiers", Field::Strings),
+    ],
+};
+
+/// The claim's member; `null` for a member not on the roster.
+pub static MEMBER: Record = Record {
+    name: "member",
+    fields: &[
+        ("age", Field::Int),
+        ("sex", Field::String),
+        ("plan_id", Field::String),
     ],
 };
 
@@ -133,8 +145,16 @@ pub static MEMBER_HISTORY: Record = Record {
     ],
 };
 
-/// The variables a rule sees, each a record.
-pub static VARIABLES: [&Record; 4] = [&CLAIM, &PROVIDER, &CONTRACT, &MEMBER_HISTORY];
+/// The variables a rule sees, each a record. `line` only in a `deny_line` rule (the
+/// compiler checks), `member` may be `null`.
+pub static VARIABLES: [&Record; 6] = [
+    &CLAIM,
+    &PROVIDER,
+    &CONTRACT,
+    &MEMBER_HISTORY,
+    &MEMBER,
+    &LINE,
+];
 
 impl Record {
     fn field(&self, name: &str) -> Result<Type, String> {

@@ -104,6 +104,14 @@ pub fn process(
         {
             reasons.push(rule_reason(h, &h.reason_code));
         }
+        // A deny_line rule once, however many lines it denied.
+        let mut line_rules: Vec<&crate::rules::RuleHit> = Vec::new();
+        for d in &ev.line_denials {
+            if !line_rules.iter().any(|h| h.rule_id == d.rule.rule_id) {
+                line_rules.push(&d.rule);
+                reasons.push(rule_reason(&d.rule, &d.rule.reason_code));
+            }
+        }
         for h in &ev.errors {
             reasons.push(Reason {
                 source: "rule".into(),
@@ -268,7 +276,7 @@ fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
         benefits: plan.benefits.clone(),
         year: submission.service_date.year(),
         fee_schedule,
-        denials: Vec::new(),
+        denials: line_denials(claim, submission.service_lines().len()),
         cap: cap(claim),
     })
 }
@@ -324,8 +332,8 @@ fn denial(
 }
 
 /// The claim's lines adjudicated without a plan: all denied with `denial`, or each
-/// capped by the contract's fee schedule, with an `adjust` rule setting the claim's
-/// total.
+/// capped by the contract's fee schedule and denied where a `deny_line` rule matched
+/// it, with an `adjust` rule setting the claim's total.
 fn adjudicated_lines(claim: &ClaimInProcess, denial: Option<Denial>) -> Vec<LineView> {
     let submission = &claim.submitted.claim;
     let mut lines = submission.service_lines();
@@ -338,8 +346,33 @@ fn adjudicated_lines(claim: &ClaimInProcess, denial: Option<Denial>) -> Vec<Line
         .contract
         .as_ref()
         .map_or(&no_schedule, |c| &c.fee_schedule);
-    adjudicate_views(&mut lines, schedule, &verdict);
+    let denials = line_denials(claim, lines.len());
+    adjudicate_views(&mut lines, schedule, &denials, &verdict);
     lines
+}
+
+/// Per line, the first `deny_line` rule that matched it: `CO`, the rule's CARC (`96`
+/// by default) and RARC.
+fn line_denials(claim: &ClaimInProcess, lines: usize) -> Vec<Option<Denial>> {
+    let mut denials = vec![None; lines];
+    let matched = claim.rules.iter().flat_map(|e| &e.line_denials);
+    for d in matched {
+        let slot = usize::try_from(d.line_no - 1)
+            .ok()
+            .and_then(|i| denials.get_mut(i));
+        if let Some(slot @ None) = slot {
+            *slot = Some(Denial {
+                carc: d
+                    .rule
+                    .carc
+                    .as_deref()
+                    .unwrap_or(carc::NON_COVERED)
+                    .to_owned(),
+                rarc: d.rule.rarc.as_deref().map(str::to_owned),
+            });
+        }
+    }
+    denials
 }
 
 #[derive(Debug, Clone)]

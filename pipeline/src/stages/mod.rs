@@ -191,6 +191,7 @@ fn rules(deps: &Deps) -> rules::Rules {
     rules::Rules {
         topics: deps.topics.clone(),
         store: deps.store.clone(),
+        config: deps.config.clone(),
         compiled: RulebookCache::default(),
     }
 }

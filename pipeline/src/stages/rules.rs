@@ -1,23 +1,27 @@
 //! Stage 2, rules: input `claims.validated`. Evaluates the claim with the rulebook
 //! recorded at intake (compiled once per rulebook and kept), against the provider, the
-//! contract and the member's history. A rejected claim passes through untouched.
+//! contract, the member's history and, for a rulebook that reads `member`, the member
+//! on the roster. A rejected claim passes through untouched.
 
 use std::sync::Arc;
 
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
+use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::ClaimInProcess;
 use crate::rules::{
-    ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberHistory, RulebookCache,
+    ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberFacts, MemberHistory, RulebookCache,
 };
 use crate::store::Store;
 use crate::topics::Topics;
 
-/// The pure core: `rulebook` is the one recorded at intake.
+/// The pure core: `rulebook` is the one recorded at intake; `member` the claim's member
+/// on the roster, when the rulebook reads it.
 pub fn process(
     mut claim: ClaimInProcess,
     rulebook: &CompiledRulebook,
     history: MemberHistory,
+    member: Option<&MemberPlan>,
 ) -> ClaimInProcess {
     if claim.rejection.is_some() {
         return claim;
@@ -33,10 +37,13 @@ pub fn process(
             lines: s
                 .lines
                 .iter()
-                .map(|l| LineFacts {
+                .enumerate()
+                .map(|(i, l)| LineFacts {
+                    line_no: i as i64 + 1,
                     procedure_code: l.procedure_code.clone(),
                     units: l.units,
                     amount: l.amount,
+                    modifiers: l.modifiers.clone(),
                 })
                 .collect(),
             diagnosis_codes: s.diagnosis_codes.clone(),
@@ -45,6 +52,12 @@ pub fn process(
         provider: claim.provider.clone().unwrap_or_default(),
         contract: claim.contract.clone().unwrap_or_default(),
         member_history: history,
+        member: member.map(|m| MemberFacts {
+            age: m.member.date_of_birth.years_until(s.service_date),
+            sex: m.member.sex.as_str().to_owned(),
+            plan_id: m.member.plan_id.clone(),
+        }),
+        line: None,
     };
     claim.rules = Some(rulebook.evaluate(&input));
     claim.member_history = Some(history);
@@ -55,6 +68,7 @@ pub fn process(
 pub struct Rules {
     pub topics: Topics,
     pub store: Store,
+    pub config: ConfigCache,
     pub compiled: RulebookCache,
 }
 
@@ -129,7 +143,15 @@ impl Rules {
                 let cmd = &claim.submitted;
                 let rulebook = self.rulebook(&cmd.tenant_id, &cmd.rulebook_id).await?;
                 let history = histories.next().unwrap_or_default();
-                process(claim, &rulebook, history)
+                let member = if rulebook.reads("member") {
+                    self.config
+                        .member(&cmd.tenant_id, cmd.claim.member_id.as_str())
+                        .await
+                        .map_err(|e| StageError::Transient(e.to_string()))?
+                } else {
+                    None
+                };
+                process(claim, &rulebook, history, member.as_deref())
             };
             out.push(next);
         }
@@ -184,10 +206,10 @@ mod tests {
             claims_last_24h: 3,
             amount_last_30d: 0,
         };
-        let out = process(claim(), &book(), busy);
+        let out = process(claim(), &book(), busy, None);
         assert_eq!(out.rules.as_ref().unwrap().flags.len(), 1);
         assert_eq!(out.member_history, Some(busy));
-        let quiet = process(claim(), &book(), MemberHistory::default());
+        let quiet = process(claim(), &book(), MemberHistory::default(), None);
         assert!(quiet.rules.unwrap().flags.is_empty());
     }
 
@@ -201,7 +223,7 @@ mod tests {
             message: String::new(),
             carc: None,
         });
-        assert!(process(c, &book(), MemberHistory::default())
+        assert!(process(c, &book(), MemberHistory::default(), None)
             .rules
             .is_none());
     }

@@ -51,6 +51,7 @@ pub fn process(
         _ => adjudicate_views(
             &mut lines,
             &Default::default(),
+            &[],
             &Verdict::Deny(Denial {
                 carc: carc::NON_COVERED.to_owned(),
                 rarc: None,
