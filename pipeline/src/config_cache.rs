@@ -1,7 +1,9 @@
 //! Tenant configuration as the hot path reads it: settings, the active rulebook
-//! (its id and version), "is this provider contracted today", and members with their
-//! plans, kept in memory so that intake and the stages do not ask the store for every
-//! claim.
+//! (its id and version), "is this provider contracted today" and plans, kept in memory
+//! so that intake and the stages do not ask the store for every claim. Members are read
+//! a batch at a time ([`ConfigCache::members_of`]), not cached: there are as many as
+//! claimants, and a cache of them would ask the store a member at a time each time one
+//! expired.
 //!
 //! Staleness bound: an entry lives at most `ttl` (`CLAIMS_CONFIG_CACHE_TTL_MS`, default
 //! 1 s). A change made through this process is seen here at once, because the writer
@@ -32,8 +34,12 @@ pub struct ConfigCache {
     settings: Cache<String, TenantSettings>,
     rulebooks: Cache<String, Option<ActiveRulebook>>,
     contracts: Cache<(String, String, Date), Option<Arc<Contracted>>>,
-    members: Cache<(String, String), Option<Arc<MemberPlan>>>,
+    plans: Cache<(String, String), Option<Arc<Plan>>>,
 }
+
+/// The members of a batch's claims, by tenant and member id; a member not on the
+/// roster is absent.
+pub type Members = std::collections::HashMap<(String, String), Arc<MemberPlan>>;
 
 /// A member on the roster with their plan (none only if the plan was deleted from the
 /// store by hand: plans cannot be deleted through the API).
@@ -71,32 +77,61 @@ impl ConfigCache {
                 .time_to_live(ttl)
                 .support_invalidation_closures()
                 .build(),
-            members: Cache::builder()
-                .max_capacity(1_000_000)
+            plans: Cache::builder()
+                .max_capacity(100_000)
                 .time_to_live(ttl)
                 .support_invalidation_closures()
                 .build(),
         }
     }
 
-    /// The member with their plan; `None` for a member not on the tenant's roster.
-    pub async fn member(
+    /// The plan, by id; `None` when the tenant has no such plan.
+    pub async fn plan(
         &self,
         tenant_id: &str,
-        member_id: &str,
-    ) -> Result<Option<Arc<MemberPlan>>, CacheError> {
+        plan_id: &str,
+    ) -> Result<Option<Arc<Plan>>, CacheError> {
         let store = &self.store;
-        let key = (tenant_id.to_owned(), member_id.to_owned());
+        let key = (tenant_id.to_owned(), plan_id.to_owned());
         Ok(self
-            .members
+            .plans
             .try_get_with(key, async move {
-                let Some(member) = store.member(tenant_id, member_id).await? else {
-                    return Ok::<_, StoreError>(None);
-                };
-                let plan = store.plan(tenant_id, &member.plan_id).await?;
-                Ok(Some(Arc::new(MemberPlan { member, plan })))
+                Ok::<_, StoreError>(store.plan(tenant_id, plan_id).await?.map(Arc::new))
             })
             .await?)
+    }
+
+    /// The members of `claims` (tenant, member id) with their plans, read from the store
+    /// in one query per tenant (a batch's members, read fresh: a stage would otherwise
+    /// ask the store a member at a time each time the cache lets one go); plans from
+    /// the cache.
+    pub async fn members_of<'a>(
+        &self,
+        claims: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Members, CacheError> {
+        let mut by_tenant: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (tenant, member) in claims {
+            by_tenant.entry(tenant).or_default().push(member);
+        }
+        let mut out = Members::new();
+        for (tenant, mut ids) in by_tenant {
+            ids.sort_unstable();
+            ids.dedup();
+            let members = self
+                .store
+                .members_of(tenant, &ids)
+                .await
+                .map_err(|e| CacheError(Arc::new(e)))?;
+            for member in members {
+                let plan = self.plan(tenant, &member.plan_id).await?;
+                let plan = plan.map(|p| (*p).clone());
+                out.insert(
+                    (tenant.to_owned(), member.member_id.clone()),
+                    Arc::new(MemberPlan { member, plan }),
+                );
+            }
+        }
+        Ok(out)
     }
 
     pub async fn settings(&self, tenant_id: &str) -> Result<TenantSettings, CacheError> {
@@ -162,8 +197,6 @@ impl ConfigCache {
             let tenant = tenant.clone();
             move |k, _| k.0 == tenant
         });
-        let _ = self
-            .members
-            .invalidate_entries_if(move |k, _| k.0 == tenant);
+        let _ = self.plans.invalidate_entries_if(move |k, _| k.0 == tenant);
     }
 }

@@ -409,18 +409,31 @@ impl Decide {
         let now = now_ms();
         let mut out = Vec::with_capacity(claims.len());
         let transient = |e: crate::config_cache::CacheError| StageError::Transient(e.to_string());
+        let members = self
+            .config
+            .members_of(
+                claims
+                    .iter()
+                    .map(|c| (c.tenant_id(), c.submitted.claim.member_id.as_str())),
+            )
+            .await
+            .map_err(transient)?;
         for claim in claims {
             let settings = self
                 .config
                 .settings(claim.tenant_id())
                 .await
                 .map_err(transient)?;
-            let member = self
-                .config
-                .member(claim.tenant_id(), claim.submitted.claim.member_id.as_str())
-                .await
-                .map_err(transient)?;
-            out.push(process(claim, &settings, member.as_deref(), now));
+            let key = (
+                claim.tenant_id().to_owned(),
+                claim.submitted.claim.member_id.as_str().to_owned(),
+            );
+            out.push(process(
+                claim,
+                &settings,
+                members.get(&key).map(|m| &**m),
+                now,
+            ));
         }
         Ok(out)
     }

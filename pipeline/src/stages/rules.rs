@@ -135,23 +135,41 @@ impl Rules {
             })
             .collect();
         let mut histories = self.store.member_histories(&wanted).await?.into_iter();
+        let mut books = Vec::with_capacity(claims.len());
+        for claim in &claims {
+            books.push(match claim.rejection {
+                Some(_) => None,
+                None => {
+                    let cmd = &claim.submitted;
+                    Some(self.rulebook(&cmd.tenant_id, &cmd.rulebook_id).await?)
+                }
+            });
+        }
+        // The members, in one read, of the claims whose rulebook reads `member`.
+        let members = self
+            .config
+            .members_of(
+                claims
+                    .iter()
+                    .zip(&books)
+                    .filter(|(_, b)| b.as_ref().is_some_and(|b| b.reads("member")))
+                    .map(|(c, _)| (c.tenant_id(), c.submitted.claim.member_id.as_str())),
+            )
+            .await
+            .map_err(|e| StageError::Transient(e.to_string()))?;
         let mut out = Vec::with_capacity(claims.len());
-        for claim in claims {
-            let next = if claim.rejection.is_some() {
-                claim
-            } else {
-                let cmd = &claim.submitted;
-                let rulebook = self.rulebook(&cmd.tenant_id, &cmd.rulebook_id).await?;
-                let history = histories.next().unwrap_or_default();
-                let member = if rulebook.reads("member") {
-                    self.config
-                        .member(&cmd.tenant_id, cmd.claim.member_id.as_str())
-                        .await
-                        .map_err(|e| StageError::Transient(e.to_string()))?
-                } else {
-                    None
-                };
-                process(claim, &rulebook, history, member.as_deref())
+        for (claim, book) in claims.into_iter().zip(books) {
+            let next = match book {
+                None => claim,
+                Some(rulebook) => {
+                    let history = histories.next().unwrap_or_default();
+                    let key = (
+                        claim.tenant_id().to_owned(),
+                        claim.submitted.claim.member_id.as_str().to_owned(),
+                    );
+                    let member = members.get(&key).cloned();
+                    process(claim, &rulebook, history, member.as_deref())
+                }
             };
             out.push(next);
         }

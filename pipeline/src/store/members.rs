@@ -116,6 +116,36 @@ impl Store {
         row.map(Member::try_from).transpose()
     }
 
+    /// The members of `member_ids` on the tenant's roster (those not on it are
+    /// missing from the answer), in one query per 2,000 ids: what a stage reads for a
+    /// batch of claims.
+    pub async fn members_of(
+        &self,
+        tenant_id: &str,
+        member_ids: &[&str],
+    ) -> Result<Vec<Member>, StoreError> {
+        let mut out = Vec::with_capacity(member_ids.len());
+        for chunk in member_ids.chunks(ROWS_PER_UPSERT) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM members WHERE tenant_id = {} AND member_id IN ({})",
+                super::placeholders(self.backend(), 1, 1),
+                super::placeholders(self.backend(), 2, chunk.len())
+            );
+            let rows = chunk
+                .iter()
+                .fold(
+                    sqlx::query_as::<_, MemberRow>(&sql).bind(tenant_id),
+                    |q, m| q.bind(*m),
+                )
+                .fetch_all(self.reader())
+                .await?;
+            for r in rows {
+                out.push(Member::try_from(r)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Changes a member's plan or coverage (`NotFound` when the member does not exist).
     pub async fn update_member(
         &self,
