@@ -74,7 +74,12 @@ impl<'a> PreparedDecisions<'a> {
                 reasons: json(&d.reasons).unwrap_or_else(|| "[]".into()),
                 fraud: d.fraud.as_ref().and_then(json),
                 lines: (!d.lines.is_empty()).then(|| json(&d.lines)).flatten(),
-                pricing: d.pricing.as_ref().and_then(json),
+                // Kept for an officer's approval: only a claim under review needs it.
+                pricing: d
+                    .pricing
+                    .as_ref()
+                    .filter(|_| d.status == ClaimStatus::PendingReview)
+                    .and_then(json),
                 visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
             })
             .collect();

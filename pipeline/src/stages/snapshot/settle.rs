@@ -61,13 +61,18 @@ fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
 }
 
 fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
-    let pricing = d.pricing.clone()?;
-    let key = (d.tenant_id.to_string(), d.member_id.clone(), pricing.year);
+    let pricing = d.pricing.as_ref()?;
+    let year_of_service = pricing.year;
+    let key = (
+        d.tenant_id.to_string(),
+        d.member_id.clone(),
+        year_of_service,
+    );
     let before = state
         .year(&key)
         .map(|y| y.before(&d.claim_id))
         .unwrap_or_default();
-    let mut lines = d.lines.clone();
+    let mut lines = std::mem::take(&mut d.lines);
     let mut usage = pricing.adjudicate(&mut lines, &before);
     if let Some(amount) = d.officer_amount {
         settle(&mut lines, amount);
@@ -80,11 +85,11 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     let year = state.year_mut(key);
     let fresh = year.count(&d.claim_id, usage);
     let counted = year.counted(&d.claim_id)?.clone();
-    d.counted = Some((pricing.year, counted.usage.clone()));
+    d.counted = Some((year_of_service, counted.usage.clone()));
     let entry = Entry {
         tenant_id: d.tenant_id.to_string(),
         member_id: d.member_id.clone(),
-        year: pricing.year,
+        year: year_of_service,
         claim_id: d.claim_id.clone(),
         seq: counted.seq,
         reversed: false,
