@@ -6,8 +6,10 @@
 //! table; on Kafka it goes into `bus_outbox`, and [`relay`] produces the outbox's rows
 //! in id order and deletes them once the broker acknowledged them. A crash between the
 //! two produces a row again; the stages absorb a repeated command as they absorb any
-//! redelivery. On PostgreSQL a relay locks the rows it is producing (`FOR UPDATE SKIP
-//! LOCKED`), so the relays of several processes share the outbox instead of racing.
+//! redelivery. On PostgreSQL one relay at a time produces (a transaction-scoped
+//! advisory lock; the others skip their round): two relays producing side by side
+//! would put a member's later claims on the topic before earlier ones, and a member's
+//! claims must be adjudicated in the order they were accepted.
 
 use std::time::Duration;
 
@@ -23,6 +25,8 @@ use crate::store::{placeholders, values_list, Backend, StoreError};
 /// Rows per INSERT (6 bound values each) and per relay round.
 const ROWS_PER_INSERT: usize = 2000;
 const ROWS_PER_ROUND: i64 = 5000;
+/// The advisory lock that lets one relay at a time produce (an arbitrary constant).
+const RELAY_LOCK: i64 = 0x636c_6169_6d73;
 /// How often a relay looks for rows written by another process.
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
 
@@ -101,15 +105,23 @@ pub async fn relay(bus: KafkaBus, mut shutdown: watch::Receiver<bool>) {
 /// many.
 pub async fn relay_round(bus: &KafkaBus) -> Result<usize, BusError> {
     let store = bus.store();
-    let lock = match store.backend() {
-        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-        Backend::Sqlite => "",
-    };
     let mut tx = store.writer().begin().await.map_err(StoreError::from)?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
+    if store.backend() == Backend::Postgres {
+        let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(RELAY_LOCK)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
+        if !ours {
+            // Another process's relay is producing; its rows come first. The sweep
+            // tries again.
+            return Ok(0);
+        }
+    }
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT id, topic, partition, record_key, value, timestamp_ms FROM bus_outbox \
-         ORDER BY id LIMIT $1{lock}"
-    ))
+         ORDER BY id LIMIT $1",
+    )
     .bind(ROWS_PER_ROUND)
     .fetch_all(&mut *tx)
     .await
