@@ -23,7 +23,7 @@ crate::all_backends!(
 
 /// 500.00 deductible, 20% coinsurance, 3,000.00 out-of-pocket maximum; two visits of
 /// 97110 a year.
-async fn plan_and_member(app: &TestApp, s: &Session, member: &str, coverage: Value) {
+pub(crate) async fn plan_and_member(app: &TestApp, s: &Session, member: &str, coverage: Value) {
     let r = app
         .call(
             Method::POST,

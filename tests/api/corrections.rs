@@ -5,6 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use crate::benefits::plan_and_member;
 use crate::claims::{ready_tenant, submit};
 use crate::pipeline::{decided, events};
 use crate::support::{Backend, Session, TestApp};
@@ -15,32 +16,11 @@ crate::all_backends!(
     a_replacement_must_name_a_completed_claim_of_the_member_not_replaced_yet,
 );
 
-/// Member M-1 on a plan with a 500.00 deductible and 20% coinsurance (as in
-/// `benefits`), and member M-2 likewise.
+/// Members M-1 and M-2 on the plan of `benefits` (a 500.00 deductible, 20%
+/// coinsurance).
 async fn members(app: &TestApp, s: &Session) {
-    let r = app
-        .call(
-            Method::POST,
-            "/plans",
-            Some(&s.access),
-            Some(json!({"plan_id": "PPO", "name": "PPO", "benefits": {
-                "deductible": 50000, "coinsurance_pct": 20, "out_of_pocket_max": 300000}})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     for m in ["M-1", "M-2"] {
-        let r = app
-            .call(
-                Method::POST,
-                "/members",
-                Some(&s.access),
-                Some(
-                    json!({"member_id": m, "date_of_birth": "1980-02-03", "sex": "F",
-                            "plan_id": "PPO", "coverage": [{"from": "2026-01-01"}]}),
-                ),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        plan_and_member(app, s, m, json!([{"from": "2026-01-01"}])).await;
     }
 }
 

@@ -327,29 +327,52 @@ pub fn approved_total(lines: &[LineView]) -> i64 {
         .sum()
 }
 
-/// Adjudicates a claim's lines as reads show them, without a plan, and writes each
-/// line's adjudication into it: the decision's lines before members' benefits apply.
-/// `denials` are the lines' own (a `deny_line` rule), by position; may be shorter.
+/// Adjudicates a claim's lines as reads show them and writes each line's adjudication
+/// into it; answers what the claim adds to the member's year. `denials` are the lines'
+/// own (a `deny_line` rule), by position, and may be shorter than the lines.
+pub fn adjudicate_lines(
+    lines: &mut [LineView],
+    fee_schedule: &BTreeMap<String, i64>,
+    denials: &[Option<Denial>],
+    benefits: Option<&Benefits>,
+    year: &Usage,
+    verdict: &Verdict,
+) -> Usage {
+    let done = {
+        let inputs: Vec<LineIn> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LineIn {
+                procedure_code: l.procedure_code.as_deref(),
+                units: l.units,
+                amount: l.amount,
+                denial: denials.get(i).cloned().flatten(),
+            })
+            .collect();
+        adjudicate(&inputs, fee_schedule, benefits, year, verdict)
+    };
+    for (line, a) in lines.iter_mut().zip(done.lines) {
+        line.adjudication = Some(a);
+    }
+    done.usage
+}
+
+/// [`adjudicate_lines`] without a plan: the decision's lines before members' benefits
+/// apply.
 pub fn adjudicate_views(
     lines: &mut [LineView],
     fee_schedule: &BTreeMap<String, i64>,
     denials: &[Option<Denial>],
     verdict: &Verdict,
 ) {
-    let inputs: Vec<LineIn> = lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| LineIn {
-            procedure_code: l.procedure_code.as_deref(),
-            units: l.units,
-            amount: l.amount,
-            denial: denials.get(i).cloned().flatten(),
-        })
-        .collect();
-    let done = adjudicate(&inputs, fee_schedule, None, &Usage::default(), verdict);
-    for (line, a) in lines.iter_mut().zip(done.lines) {
-        line.adjudication = Some(a);
-    }
+    adjudicate_lines(
+        lines,
+        fee_schedule,
+        denials,
+        None,
+        &Usage::default(),
+        verdict,
+    );
 }
 
 /// An officer's amount on lines adjudicated before: the plan pays `target` (at most

@@ -19,7 +19,8 @@ pub mod usage;
 
 pub use eligibility::{eligibility, Eligibility};
 pub use lines::{
-    adjudicate, adjudicate_views, approved_total, settle, Adjudicated, Cap, Denial, LineIn, Verdict,
+    adjudicate, adjudicate_lines, adjudicate_views, approved_total, settle, Adjudicated, Cap,
+    Denial, LineIn, Verdict,
 };
 pub use pricing::{usage_of, Pricing};
 pub use usage::{Counted, MemberYear, Usage};

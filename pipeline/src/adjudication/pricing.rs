@@ -11,7 +11,7 @@ use schemas::adjudication::LineView;
 use schemas::plan::Benefits;
 use serde::{Deserialize, Serialize};
 
-use super::lines::{adjudicate, Cap, Denial, LineIn, Verdict};
+use super::lines::{adjudicate_lines, Cap, Denial, Verdict};
 use super::usage::Usage;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,30 +36,17 @@ impl Pricing {
     /// Adjudicates `lines` against the plan and `year`, what the member used before this
     /// claim, writing each line's adjudication; what the claim adds to the year.
     pub fn adjudicate(&self, lines: &mut [LineView], year: &Usage) -> Usage {
-        let inputs: Vec<LineIn> = lines
-            .iter()
-            .enumerate()
-            .map(|(i, l)| LineIn {
-                procedure_code: l.procedure_code.as_deref(),
-                units: l.units,
-                amount: l.amount,
-                denial: self.denials.get(i).cloned().flatten(),
-            })
-            .collect();
         let verdict = Verdict::Pay {
             cap: self.cap.clone(),
         };
-        let done = adjudicate(
-            &inputs,
+        adjudicate_lines(
+            lines,
             &self.fee_schedule,
+            &self.denials,
             Some(&self.benefits),
             year,
             &verdict,
-        );
-        for (line, a) in lines.iter_mut().zip(done.lines) {
-            line.adjudication = Some(a);
-        }
-        done.usage
+        )
     }
 }
 
