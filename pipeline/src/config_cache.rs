@@ -46,7 +46,8 @@ pub type Members = std::collections::HashMap<(String, String), Arc<MemberPlan>>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberPlan {
     pub member: Member,
-    pub plan: Option<Plan>,
+    /// Shared with the cache: a batch's members on one plan hold one copy.
+    pub plan: Option<Arc<Plan>>,
 }
 
 impl std::fmt::Debug for ConfigCache {
@@ -124,7 +125,6 @@ impl ConfigCache {
                 .map_err(|e| CacheError(Arc::new(e)))?;
             for member in members {
                 let plan = self.plan(tenant, &member.plan_id).await?;
-                let plan = plan.map(|p| (*p).clone());
                 out.insert(
                     (tenant.to_owned(), member.member_id.clone()),
                     Arc::new(MemberPlan { member, plan }),

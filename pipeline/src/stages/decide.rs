@@ -276,7 +276,8 @@ fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
         benefits: plan.benefits.clone(),
         year: submission.service_date.year(),
         fee_schedule,
-        denials: line_denials(claim, submission.service_lines().len()),
+        // A claim submitted without lines has one.
+        denials: line_denials(claim, submission.lines.len().max(1)),
         cap: cap(claim),
     })
 }
