@@ -1,15 +1,20 @@
 //! Tenant configuration as the hot path reads it: settings, the active rulebook
 //! (its id and version), "is this provider contracted today" and plans, kept in memory
-//! so that intake and the stages do not ask the store for every claim. Members are read
-//! a batch at a time ([`ConfigCache::members_of`]), not cached: there are as many as
-//! claimants, and a cache of them would ask the store a member at a time each time one
-//! expired.
+//! so that intake and the stages do not ask the store for every claim.
+//!
+//! Members are exact, not merely recent: a batch asks the store for its tenant's roster
+//! version ([`Store::roster_version`], moved by every change to a member) and keeps the
+//! members it read before while the version stands; only the batch's members not read
+//! yet are fetched, in one query. A time to live would instead have each member fetched
+//! again, one at a time, whenever its entry expired, and let a claim be decided against
+//! coverage changed a moment before.
 //!
 //! Staleness bound: an entry lives at most `ttl` (`CLAIMS_CONFIG_CACHE_TTL_MS`, default
 //! 1 s). A change made through this process is seen here at once, because the writer
 //! invalidates the tenant's entries; a change made in another process is seen here
 //! within `ttl`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,11 +40,36 @@ pub struct ConfigCache {
     rulebooks: Cache<String, Option<ActiveRulebook>>,
     contracts: Cache<(String, String, Date), Option<Arc<Contracted>>>,
     plans: Cache<(String, String), Option<Arc<Plan>>>,
+    rosters: Arc<std::sync::Mutex<HashMap<String, Roster>>>,
 }
+
+/// The members of a tenant read while its roster stood at `version`; `None` for an id
+/// not on it.
+#[derive(Debug, Default)]
+struct Roster {
+    version: i64,
+    members: HashMap<String, Option<Arc<MemberPlan>>>,
+}
+
+/// A member id with what is kept of it (`None`: not on the roster).
+type Kept<'i> = (&'i str, Option<Arc<MemberPlan>>);
+
+/// Whether a kept member's plan is the one the cache holds now.
+fn same_plan(kept: &Option<Arc<Plan>>, now: &Option<Arc<Plan>>) -> bool {
+    match (kept, now) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Members kept per tenant before its roster is read afresh: a bound on memory for a
+/// payer with millions of members, far above what a batch names.
+const ROSTER_CAPACITY: usize = 100_000;
 
 /// The members of a batch's claims, by tenant and member id; a member not on the
 /// roster is absent.
-pub type Members = std::collections::HashMap<(String, String), Arc<MemberPlan>>;
+pub type Members = HashMap<(String, String), Arc<MemberPlan>>;
 
 /// A member on the roster with their plan (none only if the plan was deleted from the
 /// store by hand: plans cannot be deleted through the API).
@@ -83,6 +113,7 @@ impl ConfigCache {
                 .time_to_live(ttl)
                 .support_invalidation_closures()
                 .build(),
+            rosters: Default::default(),
         }
     }
 
@@ -102,10 +133,9 @@ impl ConfigCache {
             .await?)
     }
 
-    /// The members of `claims` (tenant, member id) with their plans, read from the store
-    /// in one query per tenant (a batch's members, read fresh: a stage would otherwise
-    /// ask the store a member at a time each time the cache lets one go); plans from
-    /// the cache.
+    /// The members of `claims` (tenant, member id) with their plans: per tenant, its
+    /// roster version, then in one query the members not kept from before; plans from
+    /// the cache (a kept member whose plan changed there is paired with the new one).
     pub async fn members_of<'a>(
         &self,
         claims: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -114,24 +144,108 @@ impl ConfigCache {
         for (tenant, member) in claims {
             by_tenant.entry(tenant).or_default().push(member);
         }
+        let store_error = |e| CacheError(Arc::new(e));
         let mut out = Members::new();
         for (tenant, mut ids) in by_tenant {
             ids.sort_unstable();
             ids.dedup();
-            let members = self
+            let version = self
                 .store
-                .members_of(tenant, &ids)
+                .roster_version(tenant)
                 .await
-                .map_err(|e| CacheError(Arc::new(e)))?;
-            for member in members {
-                let plan = self.plan(tenant, &member.plan_id).await?;
-                out.insert(
-                    (tenant.to_owned(), member.member_id.clone()),
-                    Arc::new(MemberPlan { member, plan }),
-                );
+                .map_err(store_error)?;
+            let (kept, missing) = self.kept(tenant, version, &ids);
+            let read = self
+                .store
+                .members_of(tenant, &missing)
+                .await
+                .map_err(store_error)?;
+            let mut read: HashMap<String, Member> =
+                read.into_iter().map(|m| (m.member_id.clone(), m)).collect();
+            let mut plans = HashMap::new();
+            let mut keep = Vec::with_capacity(missing.len());
+            for (id, m) in kept {
+                let Some(m) = m else { continue };
+                let plan = self
+                    .batch_plan(&mut plans, tenant, &m.member.plan_id)
+                    .await?;
+                let m = if same_plan(&m.plan, &plan) {
+                    m
+                } else {
+                    let m = Arc::new(MemberPlan {
+                        member: m.member.clone(),
+                        plan,
+                    });
+                    keep.push((id, Some(m.clone())));
+                    m
+                };
+                out.insert((tenant.to_owned(), id.to_owned()), m);
             }
+            for id in missing {
+                let Some(member) = read.remove(id) else {
+                    keep.push((id, None));
+                    continue;
+                };
+                let plan = self.batch_plan(&mut plans, tenant, &member.plan_id).await?;
+                let m = Arc::new(MemberPlan { member, plan });
+                keep.push((id, Some(m.clone())));
+                out.insert((tenant.to_owned(), id.to_owned()), m);
+            }
+            self.keep(tenant, version, keep);
         }
         Ok(out)
+    }
+
+    /// The plan from the cache, asked once per batch and plan.
+    async fn batch_plan(
+        &self,
+        plans: &mut HashMap<String, Option<Arc<Plan>>>,
+        tenant: &str,
+        plan_id: &str,
+    ) -> Result<Option<Arc<Plan>>, CacheError> {
+        if let Some(p) = plans.get(plan_id) {
+            return Ok(p.clone());
+        }
+        let p = self.plan(tenant, plan_id).await?;
+        plans.insert(plan_id.to_owned(), p.clone());
+        Ok(p)
+    }
+
+    /// Of `ids`, the members kept for the tenant at `version` (`None`: not on the
+    /// roster), and those to read. A roster that moved is forgotten.
+    fn kept<'i>(
+        &self,
+        tenant: &str,
+        version: i64,
+        ids: &[&'i str],
+    ) -> (Vec<Kept<'i>>, Vec<&'i str>) {
+        let mut rosters = self.rosters.lock().unwrap_or_else(|p| p.into_inner());
+        let roster = rosters.entry(tenant.to_owned()).or_default();
+        if roster.version != version || roster.members.len() > ROSTER_CAPACITY {
+            *roster = Roster {
+                version,
+                members: HashMap::new(),
+            };
+        }
+        let (mut kept, mut missing) = (Vec::new(), Vec::new());
+        for id in ids {
+            match roster.members.get(*id) {
+                Some(m) => kept.push((*id, m.clone())),
+                None => missing.push(*id),
+            }
+        }
+        (kept, missing)
+    }
+
+    /// Keeps `members`, read while the tenant's roster stood at `version`, unless it
+    /// has moved since (another batch saw a later version first).
+    fn keep(&self, tenant: &str, version: i64, members: Vec<Kept<'_>>) {
+        let mut rosters = self.rosters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(roster) = rosters.get_mut(tenant).filter(|r| r.version == version) {
+            roster
+                .members
+                .extend(members.into_iter().map(|(id, m)| (id.to_owned(), m)));
+        }
     }
 
     pub async fn settings(&self, tenant_id: &str) -> Result<TenantSettings, CacheError> {

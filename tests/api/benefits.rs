@@ -254,6 +254,34 @@ async fn eligibility_declines_members_not_covered_and_unknown_ones_when_required
                "out_of_pocket_met": 20000, "paid": 0, "visits": {"99213": 1}}),
     )
     .await;
+    // A change to the roster holds for the next claim, without waiting: the coverage
+    // extended, and the unknown member added.
+    let r = app
+        .call(
+            Method::PATCH,
+            "/members/M-1",
+            Some(&s.access),
+            Some(json!({"coverage": [{"from": "2026-01-01", "to": "2026-12-31"}]})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    plan_and_member(&app, &s, "M-X", json!([{"from": "2026-01-01"}])).await;
+    submit(
+        &app,
+        &s,
+        claim("C-EXT", "M-1", 20000, "99213", "2026-02-21"),
+    )
+    .await;
+    submit(
+        &app,
+        &s,
+        claim("C-ADDED", "M-X", 20000, "99213", "2026-03-21"),
+    )
+    .await;
+    for id in ["C-EXT", "C-ADDED"] {
+        let d = decided(&app, &s, id).await;
+        assert_eq!(d["outcome"], "ADJUDICATED", "{id}: {d}");
+    }
 }
 
 async fn a_visit_limit_reached_denies_the_line_with_co_119(b: Backend) {

@@ -159,13 +159,25 @@ pub fn process(
             (Outcome::Adjudicated, None)
         }
     };
-    let denial = denial(claim, outcome, &reasons, blocking_rule.as_ref());
-    let lines = adjudicated_lines(claim, denial);
-    let approved_amount = approved_total(&lines);
     let pricing = match outcome {
         Outcome::Adjudicated | Outcome::Flagged => member.and_then(|m| pricing(claim, m)),
         _ => None,
     };
+    // A claim priced against its member's plan has its lines adjudicated where the
+    // member's year is kept (the snapshot stage), which fills in its amounts and its
+    // lines, here and in `claim.completed`; adjudicating them here too would be undone.
+    let (lines, lines_json) = if pricing.is_some() {
+        (
+            claim.submitted.claim.service_lines(),
+            serde_json::Value::Null,
+        )
+    } else {
+        let denial = denial(claim, outcome, &reasons, blocking_rule.as_ref());
+        let lines = adjudicated_lines(claim, denial);
+        let json = serde_json::to_value(&lines).unwrap_or_default();
+        (lines, json)
+    };
+    let approved_amount = approved_total(&lines);
     let status = if outcome == Outcome::Flagged {
         ClaimStatus::PendingReview
     } else {
@@ -220,7 +232,7 @@ pub fn process(
     }
     events.push(event(EventKind::ClaimCompleted, serde_json::json!({
         "claim_id": claim_id, "status": status, "outcome": outcome, "approved_amount": approved_amount,
-        "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines,
+        "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines_json,
     })));
     Decision {
         tenant_id: tenant_id.clone(),

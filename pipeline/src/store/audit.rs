@@ -330,9 +330,23 @@ impl Store {
         change: AnyQuery<'q>,
         entry: AuditEntry,
     ) -> Result<u64, StoreError> {
+        self.audited_also(change, None, entry).await
+    }
+
+    /// [`Self::audited`] with a second statement in the same transaction, run when the
+    /// change changed something.
+    pub(crate) async fn audited_also<'q>(
+        &self,
+        change: AnyQuery<'q>,
+        also: Option<AnyQuery<'q>>,
+        entry: AuditEntry,
+    ) -> Result<u64, StoreError> {
         let mut tx = self.writer().begin().await?;
         let changed = change.execute(&mut *tx).await?.rows_affected();
         if changed > 0 {
+            if let Some(also) = also {
+                also.execute(&mut *tx).await?;
+            }
             append(&mut tx, self.backend(), &[entry]).await?;
         }
         tx.commit().await?;

@@ -60,6 +60,16 @@ fn details(m: &NewMember) -> serde_json::Value {
     serde_json::json!({ "plan_id": m.plan_id, "coverage": m.coverage })
 }
 
+/// Moves the tenant's roster version (see [`Store::roster_version`]); part of every
+/// transaction that changes a member.
+fn roster_moved(tenant_id: &str) -> super::AnyQuery<'_> {
+    sqlx::query(
+        "INSERT INTO member_rosters (tenant_id, version) VALUES ($1, 1) \
+         ON CONFLICT (tenant_id) DO UPDATE SET version = member_rosters.version + 1",
+    )
+    .bind(tenant_id)
+}
+
 /// Whether an imported member was new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upserted {
@@ -95,7 +105,8 @@ impl Store {
         .bind(m.plan_id.as_str())
         .bind(coverage_json(&m.coverage)?)
         .bind(now);
-        self.audited(change, entry).await?;
+        self.audited_also(change, Some(roster_moved(tenant_id)), entry)
+            .await?;
         self.member(tenant_id, m.member_id.as_str())
             .await?
             .ok_or(StoreError::NotFound)
@@ -114,6 +125,18 @@ impl Store {
         .fetch_optional(self.reader())
         .await?;
         row.map(Member::try_from).transpose()
+    }
+
+    /// The version of the tenant's roster: it moves with every change to its members
+    /// (0 before the first), so members read while it stood are still current.
+    pub async fn roster_version(&self, tenant_id: &str) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT version FROM member_rosters WHERE tenant_id = $1")
+                .bind(tenant_id)
+                .fetch_optional(self.reader())
+                .await?
+                .unwrap_or(0),
+        )
     }
 
     /// The members of `member_ids` on the tenant's roster (those not on it are
@@ -178,7 +201,8 @@ impl Store {
         .bind(now_ms())
         .bind(tenant_id)
         .bind(member_id);
-        self.audited(change, entry).await?;
+        self.audited_also(change, Some(roster_moved(tenant_id)), entry)
+            .await?;
         self.member(tenant_id, member_id)
             .await?
             .ok_or(StoreError::NotFound)
@@ -275,6 +299,7 @@ impl Store {
             ("member", "import"),
             serde_json::json!({ "items": members.len(), "created": created, "updated": members.len() - created }),
         );
+        roster_moved(tenant_id).execute(&mut *tx).await?;
         self.append_audit_in(&mut tx, &[entry]).await?;
         tx.commit().await?;
         Ok(outcomes)
