@@ -44,24 +44,16 @@ pub struct ConfigCache {
 }
 
 /// The members of a tenant read while its roster stood at `version`; `None` for an id
-/// not on it.
+/// not on it. Plans are not kept with them: each batch pairs a member with the plan the
+/// plan cache holds then.
 #[derive(Debug, Default)]
 struct Roster {
     version: i64,
-    members: HashMap<String, Option<Arc<MemberPlan>>>,
+    members: HashMap<String, Option<Arc<Member>>>,
 }
 
 /// A member id with what is kept of it (`None`: not on the roster).
-type Kept<'i> = (&'i str, Option<Arc<MemberPlan>>);
-
-/// Whether a kept member's plan is the one the cache holds now.
-fn same_plan(kept: &Option<Arc<Plan>>, now: &Option<Arc<Plan>>) -> bool {
-    match (kept, now) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    }
-}
+type Kept<'i> = (&'i str, Option<Arc<Member>>);
 
 /// Members kept per tenant before its roster is read afresh: a bound on memory for a
 /// payer with millions of members, far above what a batch names.
@@ -75,7 +67,8 @@ pub type Members = HashMap<(String, String), Arc<MemberPlan>>;
 /// store by hand: plans cannot be deleted through the API).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberPlan {
-    pub member: Member,
+    /// Shared with the roster kept in the cache.
+    pub member: Arc<Member>,
     /// Shared with the cache: a batch's members on one plan hold one copy.
     pub plan: Option<Arc<Plan>>,
 }
@@ -135,7 +128,7 @@ impl ConfigCache {
 
     /// The members of `claims` (tenant, member id) with their plans: per tenant, its
     /// roster version, then in one query the members not kept from before; plans from
-    /// the cache (a kept member whose plan changed there is paired with the new one).
+    /// the cache.
     pub async fn members_of<'a>(
         &self,
         claims: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -154,7 +147,7 @@ impl ConfigCache {
                 .roster_version(tenant)
                 .await
                 .map_err(store_error)?;
-            let (kept, missing) = self.kept(tenant, version, &ids);
+            let (mut members, missing) = self.kept(tenant, version, &ids);
             let read = self
                 .store
                 .members_of(tenant, &missing)
@@ -162,53 +155,31 @@ impl ConfigCache {
                 .map_err(store_error)?;
             let mut read: HashMap<String, Member> =
                 read.into_iter().map(|m| (m.member_id.clone(), m)).collect();
-            let mut plans = HashMap::new();
-            let mut keep = Vec::with_capacity(missing.len());
-            for (id, m) in kept {
-                let Some(m) = m else { continue };
-                let plan = self
-                    .batch_plan(&mut plans, tenant, &m.member.plan_id)
-                    .await?;
-                let m = if same_plan(&m.plan, &plan) {
-                    m
-                } else {
-                    let m = Arc::new(MemberPlan {
-                        member: m.member.clone(),
-                        plan,
-                    });
-                    keep.push((id, Some(m.clone())));
-                    m
+            let keep: Vec<Kept<'_>> = missing
+                .into_iter()
+                .map(|id| (id, read.remove(id).map(Arc::new)))
+                .collect();
+            members.extend(keep.iter().cloned());
+            // Each member with the plan the cache holds now, asked once per plan.
+            let mut plans: HashMap<String, Option<Arc<Plan>>> = HashMap::new();
+            for (id, member) in members {
+                let Some(member) = member else { continue };
+                let plan = match plans.get(&member.plan_id) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = self.plan(tenant, &member.plan_id).await?;
+                        plans.insert(member.plan_id.clone(), p.clone());
+                        p
+                    }
                 };
-                out.insert((tenant.to_owned(), id.to_owned()), m);
-            }
-            for id in missing {
-                let Some(member) = read.remove(id) else {
-                    keep.push((id, None));
-                    continue;
-                };
-                let plan = self.batch_plan(&mut plans, tenant, &member.plan_id).await?;
-                let m = Arc::new(MemberPlan { member, plan });
-                keep.push((id, Some(m.clone())));
-                out.insert((tenant.to_owned(), id.to_owned()), m);
+                out.insert(
+                    (tenant.to_owned(), id.to_owned()),
+                    Arc::new(MemberPlan { member, plan }),
+                );
             }
             self.keep(tenant, version, keep);
         }
         Ok(out)
-    }
-
-    /// The plan from the cache, asked once per batch and plan.
-    async fn batch_plan(
-        &self,
-        plans: &mut HashMap<String, Option<Arc<Plan>>>,
-        tenant: &str,
-        plan_id: &str,
-    ) -> Result<Option<Arc<Plan>>, CacheError> {
-        if let Some(p) = plans.get(plan_id) {
-            return Ok(p.clone());
-        }
-        let p = self.plan(tenant, plan_id).await?;
-        plans.insert(plan_id.to_owned(), p.clone());
-        Ok(p)
     }
 
     /// Of `ids`, the members kept for the tenant at `version` (`None`: not on the

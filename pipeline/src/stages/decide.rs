@@ -61,7 +61,7 @@ pub fn process(
     };
 
     let refusal = eligibility(
-        member.map(|m| &m.member),
+        member.map(|m| &*m.member),
         cmd.claim.service_date,
         settings.eligibility_required,
     )
