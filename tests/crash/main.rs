@@ -584,9 +584,8 @@ async fn check_accumulators(
             .await
             .unwrap();
         assert_eq!(stored, recomputed, "{member}: the store's accumulators");
-        let key = ("acme".to_owned(), member.clone(), 2026);
         let on_topic = state
-            .year(&key)
+            .year("acme", &member, 2026)
             .map(|y| y.totals.clone())
             .unwrap_or_default();
         assert_eq!(on_topic, recomputed, "{member}: state.accumulators");

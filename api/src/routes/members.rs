@@ -126,7 +126,7 @@ pub async fn get_accumulators(
         deductible_met: used.deductible,
         out_of_pocket_met: used.out_of_pocket,
         paid: used.paid,
-        visits: used.visits,
+        visits: used.visits.into(),
     }))
 }
 

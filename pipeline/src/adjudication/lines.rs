@@ -23,7 +23,7 @@ use schemas::adjudication::{
 };
 use schemas::plan::Benefits;
 
-use super::usage::Usage;
+use super::usage::{Usage, Visits};
 
 /// One service line as the adjudicator reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,7 +294,7 @@ impl Line {
             deductible,
             out_of_pocket: self.share.total(),
             paid: self.approved,
-            visits: code.map(|c| (c.to_owned(), 1)).into_iter().collect(),
+            visits: code.map(Visits::one).unwrap_or_default(),
         };
         used.add(&line_usage);
         usage.add(&line_usage);

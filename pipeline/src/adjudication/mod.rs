@@ -23,4 +23,4 @@ pub use lines::{
     Denial, LineIn, Verdict,
 };
 pub use pricing::{usage_of, Pricing};
-pub use usage::{Counted, MemberYear, Usage};
+pub use usage::{Counted, MemberYear, Usage, Visits};

@@ -66,7 +66,7 @@ pub fn usage_of(lines: &[LineView]) -> Usage {
         usage.out_of_pocket += share.total();
         usage.paid += a.approved_amount;
         if let Some(code) = &l.procedure_code {
-            *usage.visits.entry(code.clone()).or_insert(0) += 1;
+            usage.visits.add(code, 1);
         }
     }
     usage

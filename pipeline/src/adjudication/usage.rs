@@ -13,8 +13,65 @@ pub struct Usage {
     pub deductible: i64,
     pub out_of_pocket: i64,
     pub paid: i64,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub visits: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "Visits::is_empty")]
+    pub visits: Visits,
+}
+
+/// Paid lines per procedure code, none at zero; a map on the wire.
+///
+/// A year keeps one per counted claim, which has a code or two: as a sorted vector it
+/// is one small allocation, where a `BTreeMap` node is some 400 bytes whatever it
+/// holds, which was most of the accumulators' memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "BTreeMap<String, i64>", into = "BTreeMap<String, i64>")]
+pub struct Visits(Vec<(String, i64)>);
+
+impl Visits {
+    /// One visit of `code`.
+    pub fn one(code: &str) -> Self {
+        Self(vec![(code.to_owned(), 1)])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, code: &str) -> i64 {
+        match self.0.binary_search_by(|(c, _)| c.as_str().cmp(code)) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Adds `n` visits of `code`; a code whose count comes to zero leaves.
+    pub fn add(&mut self, code: &str, n: i64) {
+        match self.0.binary_search_by(|(c, _)| c.as_str().cmp(code)) {
+            Ok(i) => {
+                self.0[i].1 += n;
+                if self.0[i].1 == 0 {
+                    self.0.remove(i);
+                }
+            }
+            Err(i) if n != 0 => self.0.insert(i, (code.to_owned(), n)),
+            Err(_) => {}
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(c, n)| (c.as_str(), *n))
+    }
+}
+
+impl From<BTreeMap<String, i64>> for Visits {
+    fn from(map: BTreeMap<String, i64>) -> Self {
+        Self(map.into_iter().filter(|(_, n)| *n != 0).collect())
+    }
+}
+
+impl From<Visits> for BTreeMap<String, i64> {
+    fn from(v: Visits) -> Self {
+        v.0.into_iter().collect()
+    }
 }
 
 impl Usage {
@@ -23,7 +80,7 @@ impl Usage {
     }
 
     pub fn visits(&self, code: &str) -> i64 {
-        self.visits.get(code).copied().unwrap_or(0)
+        self.visits.get(code)
     }
 
     pub fn add(&mut self, other: &Usage) {
@@ -38,12 +95,8 @@ impl Usage {
         self.deductible += sign * other.deductible;
         self.out_of_pocket += sign * other.out_of_pocket;
         self.paid += sign * other.paid;
-        for (code, n) in &other.visits {
-            let v = self.visits.entry(code.clone()).or_insert(0);
-            *v += sign * n;
-            if *v == 0 {
-                self.visits.remove(code);
-            }
+        for (code, n) in other.visits.iter() {
+            self.visits.add(code, sign * n);
         }
     }
 }
@@ -128,7 +181,7 @@ mod tests {
             deductible,
             out_of_pocket: deductible,
             paid,
-            visits: [(code.to_owned(), 1)].into(),
+            visits: Visits::one(code),
         }
     }
 

@@ -7,7 +7,9 @@ use schemas::claim::{ClaimStatus, Outcome, Reason};
 use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
-use super::event::DomainEvent;
+use serde_json::value::RawValue;
+
+use super::event::{event_data, DomainEvent, EventKind};
 use crate::adjudication::{Pricing, Usage};
 use crate::model::{member_key, FraudScore};
 use crate::rules::TraceEntry;
@@ -78,17 +80,45 @@ impl Decision {
     /// decision and in the events that tell them.
     pub fn set_lines(&mut self, lines: Vec<LineView>) {
         self.approved_amount = crate::adjudication::approved_total(&lines);
-        let lines_json = serde_json::to_value(&lines).unwrap_or_default();
+        self.lines = lines;
+        let completed = self.completed_data(true);
         for e in &mut self.events {
-            if let Some(data) = e.data.as_object_mut() {
-                if data.contains_key("approved_amount") {
-                    data.insert("approved_amount".into(), self.approved_amount.into());
+            match e.kind() {
+                Some(EventKind::ClaimCompleted) => e.data = completed.clone(),
+                Some(EventKind::ClaimApproved) => {
+                    let mut data = e.value();
+                    data["approved_amount"] = self.approved_amount.into();
+                    e.data = event_data(&data);
                 }
-                if data.contains_key("lines") {
-                    data.insert("lines".into(), lines_json.clone());
-                }
+                _ => {}
             }
         }
-        self.lines = lines;
     }
+
+    /// `claim.completed`'s data as this decision tells it; with `lines` none (null)
+    /// while a priced claim's lines wait for its member's year (see [`Pricing`]).
+    pub fn completed_data(&self, lines: bool) -> Box<RawValue> {
+        event_data(&Completed {
+            approved_amount: self.approved_amount,
+            audit_id: &self.audit_id,
+            claim_id: &self.claim_id,
+            fraud_score: self.fraud.as_ref().map_or(0.0, |f| f.fraud_score),
+            lines: lines.then_some(self.lines.as_slice()),
+            outcome: self.outcome,
+            status: self.status,
+        })
+    }
+}
+
+/// The data of `claim.completed` (contract: Events). Its members come in the order of
+/// their names, as the other events' data (JSON maps) has them.
+#[derive(Serialize)]
+struct Completed<'a> {
+    approved_amount: i64,
+    audit_id: &'a str,
+    claim_id: &'a str,
+    fraud_score: f64,
+    lines: Option<&'a [LineView]>,
+    outcome: Outcome,
+    status: ClaimStatus,
 }

@@ -166,16 +166,11 @@ pub fn process(
     // A claim priced against its member's plan has its lines adjudicated where the
     // member's year is kept (the snapshot stage), which fills in its amounts and its
     // lines, here and in `claim.completed`; adjudicating them here too would be undone.
-    let (lines, lines_json) = if pricing.is_some() {
-        (
-            claim.submitted.claim.service_lines(),
-            serde_json::Value::Null,
-        )
+    let lines = if pricing.is_some() {
+        claim.submitted.claim.service_lines()
     } else {
         let denial = denial(claim, outcome, &reasons, blocking_rule.as_ref());
-        let lines = adjudicated_lines(claim, denial);
-        let json = serde_json::to_value(&lines).unwrap_or_default();
-        (lines, json)
+        adjudicated_lines(claim, denial)
     };
     let approved_amount = approved_total(&lines);
     let status = if outcome == Outcome::Flagged {
@@ -230,11 +225,7 @@ pub fn process(
         }
         _ => {}
     }
-    events.push(event(EventKind::ClaimCompleted, serde_json::json!({
-        "claim_id": claim_id, "status": status, "outcome": outcome, "approved_amount": approved_amount,
-        "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines_json,
-    })));
-    Decision {
+    let mut decision = Decision {
         tenant_id: tenant_id.clone(),
         claim_id: claim_id.to_owned(),
         member_id: cmd.claim.member_id.to_string(),
@@ -261,7 +252,16 @@ pub fn process(
         officer_amount: None,
         replaces_claim_id: replaced.map(str::to_owned),
         counted: None,
-    }
+    };
+    let completed = decision.completed_data(decision.pricing.is_none());
+    decision.events.push(DomainEvent::new(
+        EventKind::ClaimCompleted,
+        tenant_id,
+        claim_id,
+        timestamp,
+        completed,
+    ));
+    decision
 }
 
 /// What the snapshot stage needs to apply the member's plan to the claim's lines.
@@ -512,16 +512,16 @@ mod tests {
             (Outcome::Adjudicated, ClaimStatus::Completed, 900)
         );
         assert_eq!(kinds(&d), ["claim.completed"]);
-        assert_eq!(d.events[0].data["outcome"], "ADJUDICATED");
-        assert_eq!(d.events[0].data["status"], "completed");
-        assert_eq!(d.events[0].data["audit_id"], d.audit_id.as_str());
+        assert_eq!(d.events[0].value()["outcome"], "ADJUDICATED");
+        assert_eq!(d.events[0].value()["status"], "completed");
+        assert_eq!(d.events[0].value()["audit_id"], d.audit_id.as_str());
         assert_eq!(d.rulebook_version, 4);
         assert!(d.task_id.is_none());
         let line = d.lines[0].adjudication.as_ref().unwrap();
         assert_eq!((line.allowed_amount, line.approved_amount), (900, 900));
         assert_eq!(line.adjustments[0].carc, "45");
         assert_eq!(
-            d.events[0].data["lines"][0]["adjudication"]["approved_amount"],
+            d.events[0].value()["lines"][0]["adjudication"]["approved_amount"],
             900
         );
     }
@@ -648,8 +648,8 @@ mod tests {
         let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Blocked, 0));
         assert_eq!(kinds(&d), ["claim.blocked", "claim.completed"]);
-        assert_eq!(d.events[0].data["rule_id"], "b");
-        assert_eq!(d.events[0].data["reason_code"], "R_b");
+        assert_eq!(d.events[0].value()["rule_id"], "b");
+        assert_eq!(d.events[0].value()["reason_code"], "R_b");
         c.rules.as_mut().unwrap().blocks.clear();
         let d = process(&c, &TenantSettings::default(), None, 0);
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
@@ -683,7 +683,10 @@ mod tests {
                 ["claim.flagged", "workflow.task.created", "claim.completed"]
             );
             assert!(d.task_id.is_some());
-            assert_eq!(d.events[1].data["task_id"], d.task_id.as_deref().unwrap());
+            assert_eq!(
+                d.events[1].value()["task_id"],
+                d.task_id.as_deref().unwrap()
+            );
         }
     }
 

@@ -161,10 +161,10 @@ mod tests {
     fn announces_completions_and_its_own_failures_only() {
         let done = process(&upload(UploadStatus::Completed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(done.event, "upload.completed");
-        assert_eq!(done.data["pages"], 2);
+        assert_eq!(done.value()["pages"], 2);
         let failed = process(&upload(UploadStatus::Failed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(failed.event, "upload.failed");
-        assert_eq!(failed.data["reason"], "processing_error");
+        assert_eq!(failed.value()["reason"], "processing_error");
         // The same upload announces under the same id every time.
         let again = process(&upload(UploadStatus::Failed, Verdict::Clean), &acme()).unwrap();
         assert_eq!(failed.id, again.id);

@@ -34,10 +34,10 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
         return Vec::new();
     }
     let payload = String::from_utf8(unsigned_body(&Envelope {
-        id: event.id.clone(),
-        event: event.event.clone(),
-        timestamp: event.timestamp.clone(),
-        data: event.data.clone(),
+        id: &event.id,
+        event: &event.event,
+        timestamp: &event.timestamp,
+        data: &event.data,
     }))
     .unwrap_or_default();
     matching
@@ -103,7 +103,7 @@ mod tests {
             event: kind.into(),
             tenant_id: schemas::TenantId::parse("acme").unwrap(),
             timestamp: "2026-01-01T00:00:00.000Z".into(),
-            data: serde_json::json!({"claim_id": "CLM-1"}),
+            data: crate::model::event_data(&serde_json::json!({"claim_id": "CLM-1"})),
         }
     }
 

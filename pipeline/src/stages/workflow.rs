@@ -16,7 +16,7 @@ use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Pricing, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
-use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore};
+use crate::model::{derived_id, event_data, Decision, DomainEvent, EventKind, FraudScore};
 use crate::store::Store;
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
@@ -60,7 +60,6 @@ pub fn process(
     }
     let approved_amount = approved_total(&lines);
     let audit_id = derived_id("aud", t, c, "decision-2");
-    let fraud_score = fraud.as_ref().map(|f| f.fraud_score).unwrap_or(0.0);
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
     let event = |kind: EventKind, data: serde_json::Value| DomainEvent {
         // Distinct from the automatic decision's events of the same kind.
@@ -68,7 +67,7 @@ pub fn process(
         event: kind.as_str().to_owned(),
         tenant_id: t.clone(),
         timestamp: timestamp.clone(),
-        data,
+        data: event_data(&data),
     };
     let first = match outcome {
         Outcome::Approved => event(
@@ -88,14 +87,7 @@ pub fn process(
             }),
         ),
     };
-    let completed = event(
-        EventKind::ClaimCompleted,
-        serde_json::json!({
-            "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
-            "fraud_score": fraud_score, "audit_id": audit_id, "lines": lines,
-        }),
-    );
-    Some(Decision {
+    let mut decision = Decision {
         tenant_id: t.clone(),
         claim_id: c.to_owned(),
         member_id: claim.submission.member_id.to_string(),
@@ -111,7 +103,7 @@ pub fn process(
         priority: 0,
         decided_at_ms: cmd.decided_at_ms,
         trace: Vec::new(),
-        events: vec![first, completed],
+        events: vec![first],
         lines,
         officer: Some(cmd.officer.clone()),
         officer_amount: pricing
@@ -121,7 +113,11 @@ pub fn process(
         pricing: pricing.filter(|_| outcome == Outcome::Approved),
         replaces_claim_id: None,
         counted: None,
-    })
+    };
+    let mut completed = event(EventKind::ClaimCompleted, serde_json::Value::Null);
+    completed.data = decision.completed_data(true);
+    decision.events.push(completed);
+    Some(decision)
 }
 
 #[derive(Debug, Clone)]
@@ -214,9 +210,9 @@ mod tests {
         assert_eq!(d.approved_amount, 700);
         let kinds: Vec<&str> = d.events.iter().map(|e| e.event.as_str()).collect();
         assert_eq!(kinds, ["claim.approved", "claim.completed"]);
-        assert_eq!(d.events[0].data["officer"], "usr_1");
-        assert_eq!(d.events[1].data["outcome"], "APPROVED");
-        assert_eq!(d.events[1].data["approved_amount"], 700);
+        assert_eq!(d.events[0].value()["officer"], "usr_1");
+        assert_eq!(d.events[1].value()["outcome"], "APPROVED");
+        assert_eq!(d.events[1].value()["approved_amount"], 700);
         assert_eq!(d.officer.as_deref(), Some("usr_1"));
         assert_eq!(d.audit_entry().action, "claim.approved");
     }
@@ -263,9 +259,9 @@ mod tests {
         let d = process(&cmd(TaskAction::Decline, None), &claim(), None, None).unwrap();
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         assert_eq!(d.events[0].event, "claim.declined");
-        assert_eq!(d.events[0].data["provider_id"], "P-1");
-        assert_eq!(d.events[0].data["reason"], "documents check out");
-        assert_eq!(d.events[1].data["outcome"], "DECLINED");
+        assert_eq!(d.events[0].value()["provider_id"], "P-1");
+        assert_eq!(d.events[0].value()["reason"], "documents check out");
+        assert_eq!(d.events[1].value()["outcome"], "DECLINED");
         assert_eq!(d.audit_entry().action, "claim.declined");
     }
 

@@ -9,16 +9,17 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::Sha256;
 
 /// An event as it is delivered, before signing; field order is the wire order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Envelope {
-    pub id: String,
-    pub event: String,
-    pub timestamp: String,
-    pub data: serde_json::Value,
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Envelope<'a> {
+    pub id: &'a str,
+    pub event: &'a str,
+    pub timestamp: &'a str,
+    /// The event's data as it was written, copied through unparsed.
+    pub data: &'a serde_json::value::RawValue,
 }
 
 /// A delivery ready to send.
@@ -44,7 +45,7 @@ fn hmac(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The unsigned body: the envelope's JSON, `{"id":…,"event":…,"timestamp":…,"data":…}`.
-pub fn unsigned_body(envelope: &Envelope) -> Vec<u8> {
+pub fn unsigned_body(envelope: &Envelope<'_>) -> Vec<u8> {
     serde_json::to_vec(envelope).unwrap_or_default()
 }
 
@@ -79,18 +80,26 @@ pub fn sign(secret: &[u8], event_id: &str, unsigned: &[u8], now_s: i64) -> Signe
 mod tests {
     use super::*;
 
-    fn envelope() -> Envelope {
+    fn data() -> Box<serde_json::value::RawValue> {
+        serde_json::value::to_raw_value(
+            &serde_json::json!({"claim_id": "CLM-1", "outcome": "ADJUDICATED"}),
+        )
+        .unwrap()
+    }
+
+    fn envelope(data: &serde_json::value::RawValue) -> Envelope<'_> {
         Envelope {
-            id: "evt_1".into(),
-            event: "claim.completed".into(),
-            timestamp: "2026-01-01T00:00:00Z".into(),
-            data: serde_json::json!({"claim_id": "CLM-1", "outcome": "ADJUDICATED"}),
+            id: "evt_1",
+            event: "claim.completed",
+            timestamp: "2026-01-01T00:00:00Z",
+            data,
         }
     }
 
     #[test]
     fn members_come_in_the_contract_order_and_the_inner_signature_signs_the_rest() {
-        let unsigned = unsigned_body(&envelope());
+        let data = data();
+        let unsigned = unsigned_body(&envelope(&data));
         let signed = sign(b"s3cret", "evt_1", &unsigned, 1_700_000_000);
         let text = String::from_utf8(signed.body.clone()).unwrap();
         let order: Vec<usize> = [
@@ -126,7 +135,8 @@ mod tests {
 
     #[test]
     fn a_different_secret_gives_different_signatures() {
-        let unsigned = unsigned_body(&envelope());
+        let data = data();
+        let unsigned = unsigned_body(&envelope(&data));
         let a = sign(b"one", "evt_1", &unsigned, 1);
         let b = sign(b"two", "evt_1", &unsigned, 1);
         assert_ne!(a.service_signature, b.service_signature);

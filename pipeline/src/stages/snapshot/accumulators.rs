@@ -38,13 +38,11 @@ impl Entry {
     }
 }
 
-/// A member's year: tenant, member, year.
-pub type YearKey = (String, String, i32);
-
-/// The members' years, by tenant and member, then by year.
+/// The members' years, by tenant, member and year. Looked up by borrowed names, so
+/// that deciding a claim allocates nothing here unless the member's year is new.
 #[derive(Debug, Default)]
 pub struct Accumulators {
-    members: HashMap<(String, String), BTreeMap<i32, MemberYear>>,
+    tenants: HashMap<String, HashMap<String, BTreeMap<i32, MemberYear>>>,
 }
 
 /// The state as the snapshot stage and, when it runs in the same process, the fused
@@ -52,38 +50,41 @@ pub struct Accumulators {
 pub type Shared = Arc<Mutex<Accumulators>>;
 
 impl Accumulators {
-    pub fn year(&self, key: &YearKey) -> Option<&MemberYear> {
-        let (tenant, member, year) = key;
-        self.members
-            .get(&(tenant.clone(), member.clone()))?
-            .get(year)
+    pub fn year(&self, tenant: &str, member: &str, year: i32) -> Option<&MemberYear> {
+        self.tenants.get(tenant)?.get(member)?.get(&year)
     }
 
-    pub fn year_mut(&mut self, key: YearKey) -> &mut MemberYear {
-        let (tenant, member, year) = key;
-        self.members
-            .entry((tenant, member))
-            .or_default()
-            .entry(year)
-            .or_default()
+    pub fn year_mut(&mut self, tenant: &str, member: &str, year: i32) -> &mut MemberYear {
+        if !self.tenants.contains_key(tenant) {
+            self.tenants.insert(tenant.to_owned(), HashMap::new());
+        }
+        let members = self.tenants.get_mut(tenant).expect("inserted above");
+        if !members.contains_key(member) {
+            members.insert(member.to_owned(), BTreeMap::new());
+        }
+        let years = members.get_mut(member).expect("inserted above");
+        years.entry(year).or_default()
     }
 
     /// Takes `claim_id` out of whichever of the member's years counted it: the year and
     /// its count, or none when no year did.
     pub fn take(&mut self, tenant: &str, member: &str, claim_id: &str) -> Option<(i32, Counted)> {
-        let years = self
-            .members
-            .get_mut(&(tenant.to_owned(), member.to_owned()))?;
+        let years = self.tenants.get_mut(tenant)?.get_mut(member)?;
         years
             .iter_mut()
             .find_map(|(year, y)| y.take(claim_id).map(|c| (*year, c)))
+    }
+
+    /// The members with a year kept.
+    pub fn members(&self) -> usize {
+        self.tenants.values().map(HashMap::len).sum()
     }
 
     /// The state from the latest record of each key.
     pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> Self {
         let mut state = Self::default();
         for e in entries.into_iter().filter(|e| !e.reversed) {
-            let year = state.year_mut((e.tenant_id, e.member_id, e.year));
+            let year = state.year_mut(&e.tenant_id, &e.member_id, e.year);
             year.restore(
                 &e.claim_id,
                 Counted {
@@ -110,7 +111,7 @@ impl Accumulators {
             entries.push(serde_json::from_slice::<Entry>(&r.value).map_err(|e| corrupt(&r, e))?);
         }
         let state = Self::from_entries(entries);
-        tracing::info!(members = state.members.len(), "Accumulators restored.");
+        tracing::info!(members = state.members(), "Accumulators restored.");
         Ok(state)
     }
 

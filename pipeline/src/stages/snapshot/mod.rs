@@ -21,7 +21,7 @@ pub mod settle;
 
 use super::runner::{decode_all, encode, message, Outputs, Stage, StageError};
 use crate::bus::{Bus, Message, Record, TopicSpec};
-use crate::model::Decision;
+use crate::model::{Decision, EventKind};
 use crate::store::Store;
 use crate::topics::Topics;
 use accumulators::{lock, Accumulators, Shared};
@@ -115,7 +115,13 @@ pub fn process(topics: &Topics, decisions: &[Decision], held: &[bool]) -> Output
 /// subscriber's deliveries of one claim stay in order.
 pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
     d.events.iter().map(move |e| {
-        let about = e.data["claim_id"].as_str().unwrap_or(&d.claim_id);
+        let other = match e.kind() {
+            Some(EventKind::ClaimReplaced | EventKind::ClaimVoided) => {
+                e.value()["claim_id"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        };
+        let about = other.as_deref().unwrap_or(&d.claim_id);
         message(crate::model::claim_key(&d.tenant_id, about), e)
     })
 }

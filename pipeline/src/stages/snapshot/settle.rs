@@ -63,13 +63,9 @@ fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
 fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     let pricing = d.pricing.as_ref()?;
     let year_of_service = pricing.year;
-    let key = (
-        d.tenant_id.to_string(),
-        d.member_id.clone(),
-        year_of_service,
-    );
+    let (tenant, member) = (d.tenant_id.as_str(), d.member_id.as_str());
     let before = state
-        .year(&key)
+        .year(tenant, member, year_of_service)
         .map(|y| y.before(&d.claim_id))
         .unwrap_or_default();
     let mut lines = std::mem::take(&mut d.lines);
@@ -82,7 +78,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     if !d.is_payable() {
         return None;
     }
-    let year = state.year_mut(key);
+    let year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year_of_service);
     let fresh = year.count(&d.claim_id, usage);
     let counted = year.counted(&d.claim_id)?.clone();
     d.counted = Some((year_of_service, counted.usage.clone()));
@@ -104,7 +100,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
 pub fn undo(state: &mut Accumulators, changes: &[Count]) {
     for c in changes.iter().rev().filter(|c| c.fresh) {
         let e = &c.entry;
-        let year = state.year_mut((e.tenant_id.clone(), e.member_id.clone(), e.year));
+        let year = state.year_mut(&e.tenant_id, &e.member_id, e.year);
         if e.reversed {
             year.restore(
                 &e.claim_id,
