@@ -303,12 +303,23 @@ fn received_entry(c: &ClaimSubmitted, actor: &str) -> AuditEntry {
         action: "claim.received".into(),
         entity_type: "claim".into(),
         entity_id: claim_id.to_owned(),
-        details: serde_json::json!({
-            "member_id": c.claim.member_id.as_str(), "provider_id": c.claim.provider_id.as_str(),
-            "claim_amount": c.claim.claim_amount, "rulebook_version": c.rulebook_version,
+        details: serde_json::to_string(&ReceivedDetails {
+            claim_amount: c.claim.claim_amount,
+            member_id: c.claim.member_id.as_str(),
+            provider_id: c.claim.provider_id.as_str(),
+            rulebook_version: c.rulebook_version,
         })
-        .to_string(),
+        .unwrap_or_else(|_| "{}".into()),
     }
+}
+
+/// The details of a claim's `claim.received` audit record, members by name.
+#[derive(serde::Serialize)]
+struct ReceivedDetails<'a> {
+    claim_amount: i64,
+    member_id: &'a str,
+    provider_id: &'a str,
+    rulebook_version: i64,
 }
 
 pub(crate) fn into_store(e: crate::bus::BusError) -> StoreError {

@@ -22,9 +22,15 @@ pub struct Usage {
 /// A year keeps one per counted claim, which has a code or two: as a sorted vector it
 /// is one small allocation, where a `BTreeMap` node is some 400 bytes whatever it
 /// holds, which was most of the accumulators' memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "BTreeMap<String, i64>", into = "BTreeMap<String, i64>")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "BTreeMap<String, i64>")]
 pub struct Visits(Vec<(String, i64)>);
+
+impl Serialize for Visits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
 
 impl Visits {
     /// One visit of `code`.

@@ -3,7 +3,8 @@
 //! to a higher `version`, the audit record and the task are keyed by ids derived from the
 //! claim, so a redelivered decision changes nothing.
 
-use schemas::claim::{ClaimStatus, Outcome};
+use schemas::claim::{ClaimStatus, Outcome, Reason};
+use serde::Serialize;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
@@ -22,12 +23,17 @@ impl Decision {
         // evaluated to false. Listing those too made the record several times larger
         // (it is written for every claim) and told an auditor nothing the rulebook
         // version does not.
-        let trace: Vec<&TraceEntry> = self.trace.iter().filter(|t| t.matched || t.error).collect();
-        let details = serde_json::json!({
-            "outcome": self.outcome, "status": self.status, "approved_amount": self.approved_amount,
-            "fraud_score": self.fraud.as_ref().map(|f| f.fraud_score), "rulebook_version": self.rulebook_version,
-            "reasons": self.reasons, "rules_evaluated": self.trace.len(), "trace": trace, "task_id": self.task_id,
-        });
+        let details = DecisionDetails {
+            approved_amount: self.approved_amount,
+            fraud_score: self.fraud.as_ref().map(|f| f.fraud_score),
+            outcome: self.outcome,
+            reasons: &self.reasons,
+            rulebook_version: self.rulebook_version,
+            rules_evaluated: self.trace.len(),
+            status: self.status,
+            task_id: self.task_id.as_deref(),
+            trace: self.trace.iter().filter(|t| t.matched || t.error).collect(),
+        };
         AuditEntry {
             audit_id: self.audit_id.clone(),
             tenant_id: self.tenant_id.to_string(),
@@ -36,9 +42,28 @@ impl Decision {
             action: action.to_owned(),
             entity_type: "claim".into(),
             entity_id: self.claim_id.clone(),
-            details: details.to_string(),
+            details: json(&details).unwrap_or_else(|| "{}".into()),
         }
     }
+}
+
+/// The details of a decision's audit record. Its members come in the order of their
+/// names, as in the records written before it was a type of its own.
+#[derive(Serialize)]
+struct DecisionDetails<'a> {
+    approved_amount: i64,
+    fraud_score: Option<f64>,
+    outcome: Outcome,
+    reasons: &'a [Reason],
+    rulebook_version: i64,
+    rules_evaluated: usize,
+    status: ClaimStatus,
+    task_id: Option<&'a str>,
+    /// The rules that matched or failed; the others of the recorded rulebook version
+    /// evaluated to false. Listing those too made the record several times larger (it
+    /// is written for every claim) and told an auditor nothing the rulebook version
+    /// does not.
+    trace: Vec<&'a TraceEntry>,
 }
 
 /// Decisions per statement: 14 bound values a row stays well under SQLite's 32,766.
