@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::value::RawValue;
 
-use super::event::{event_data, DomainEvent, EventKind};
+use super::event::{DomainEvent, EventKind, Json};
 use crate::adjudication::{Pricing, Usage};
 use crate::model::{member_key, FraudScore};
 use crate::rules::TraceEntry;
@@ -59,6 +59,10 @@ pub struct Decision {
     /// year and the claim's usage, for the store's copy of the accumulators.
     #[serde(skip)]
     pub counted: Option<(i32, Usage)>,
+    /// `lines` as JSON once they are final, written once for `claim.completed` and the
+    /// store's copy of the claim.
+    #[serde(skip)]
+    pub lines_json: Option<Json>,
 }
 
 impl Decision {
@@ -81,6 +85,7 @@ impl Decision {
     pub fn set_lines(&mut self, lines: Vec<LineView>) {
         self.approved_amount = crate::adjudication::approved_total(&lines);
         self.lines = lines;
+        self.lines_json = None;
         let completed = self.completed_data(true);
         for e in &mut self.events {
             match e.kind() {
@@ -88,7 +93,7 @@ impl Decision {
                 Some(EventKind::ClaimApproved) => {
                     let mut data = e.value();
                     data["approved_amount"] = self.approved_amount.into();
-                    e.data = event_data(&data);
+                    e.data = Json::of(&data);
                 }
                 _ => {}
             }
@@ -97,13 +102,22 @@ impl Decision {
 
     /// `claim.completed`'s data as this decision tells it; with `lines` none (null)
     /// while a priced claim's lines wait for its member's year (see [`Pricing`]).
-    pub fn completed_data(&self, lines: bool) -> Box<RawValue> {
-        event_data(&Completed {
+    pub fn completed_data(&mut self, lines: bool) -> Json {
+        let told = if lines {
+            Some(
+                self.lines_json
+                    .get_or_insert_with(|| Json::of(&self.lines))
+                    .raw(),
+            )
+        } else {
+            None
+        };
+        Json::of(&Completed {
             approved_amount: self.approved_amount,
             audit_id: &self.audit_id,
             claim_id: &self.claim_id,
             fraud_score: self.fraud.as_ref().map_or(0.0, |f| f.fraud_score),
-            lines: lines.then_some(self.lines.as_slice()),
+            lines: told,
             outcome: self.outcome,
             status: self.status,
         })
@@ -118,7 +132,7 @@ struct Completed<'a> {
     audit_id: &'a str,
     claim_id: &'a str,
     fraud_score: f64,
-    lines: Option<&'a [LineView]>,
+    lines: Option<&'a RawValue>,
     outcome: Outcome,
     status: ClaimStatus,
 }

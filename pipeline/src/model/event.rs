@@ -17,30 +17,40 @@ use super::ids::derived_id;
 /// topic, the store, a webhook's body), and a `claim.completed` with a claim's lines
 /// built as a tree of maps, then written, read back and written again per hop, was a
 /// good part of what deciding a claim cost.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DomainEvent {
     pub id: String,
     pub event: String,
     pub tenant_id: TenantId,
     pub timestamp: String,
-    pub data: Box<RawValue>,
+    pub data: Json,
 }
 
-impl PartialEq for DomainEvent {
+/// JSON kept as the text it was written as.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Json(Box<RawValue>);
+
+impl Json {
+    /// `data` written as JSON: plain data always serialises.
+    pub fn of(data: &impl Serialize) -> Self {
+        Self(serde_json::value::to_raw_value(data).unwrap_or_else(|_| {
+            RawValue::from_string("null".into()).unwrap_or_else(|_| unreachable!("null is JSON"))
+        }))
+    }
+
+    pub fn raw(&self) -> &RawValue {
+        &self.0
+    }
+
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for Json {
     fn eq(&self, other: &Self) -> bool {
-        (
-            &self.id,
-            &self.event,
-            &self.tenant_id,
-            &self.timestamp,
-            self.data.get(),
-        ) == (
-            &other.id,
-            &other.event,
-            &other.tenant_id,
-            &other.timestamp,
-            other.data.get(),
-        )
+        self.get() == other.get()
     }
 }
 
@@ -59,7 +69,7 @@ impl DomainEvent {
             event: kind.as_str().to_owned(),
             tenant_id: tenant_id.clone(),
             timestamp,
-            data: event_data(&data),
+            data: Json::of(&data),
         }
     }
 
@@ -71,10 +81,4 @@ impl DomainEvent {
     pub fn kind(&self) -> Option<EventKind> {
         EventKind::parse(&self.event)
     }
-}
-
-/// `data` as event data: JSON of plain data always serialises.
-pub fn event_data(data: &impl Serialize) -> Box<RawValue> {
-    serde_json::value::to_raw_value(data)
-        .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"))
 }

@@ -11,6 +11,6 @@ pub mod ids;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
 pub use decision::Decision;
-pub use event::{event_data, DomainEvent, EventKind};
+pub use event::{DomainEvent, EventKind, Json};
 pub use fraud::{FraudReason, FraudScore};
 pub use ids::{derived_id, ordered_id};

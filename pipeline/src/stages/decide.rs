@@ -252,6 +252,7 @@ pub fn process(
         officer_amount: None,
         replaces_claim_id: replaced.map(str::to_owned),
         counted: None,
+        lines_json: None,
     };
     let completed = decision.completed_data(decision.pricing.is_none());
     decision.events.push(DomainEvent::new(

@@ -37,7 +37,7 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
         id: &event.id,
         event: &event.event,
         timestamp: &event.timestamp,
-        data: &event.data,
+        data: event.data.raw(),
     }))
     .unwrap_or_default();
     matching
@@ -103,7 +103,7 @@ mod tests {
             event: kind.into(),
             tenant_id: schemas::TenantId::parse("acme").unwrap(),
             timestamp: "2026-01-01T00:00:00.000Z".into(),
-            data: crate::model::event_data(&serde_json::json!({"claim_id": "CLM-1"})),
+            data: crate::model::Json::of(&serde_json::json!({"claim_id": "CLM-1"})),
         }
     }
 

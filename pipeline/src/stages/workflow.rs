@@ -16,7 +16,7 @@ use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Pricing, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
-use crate::model::{derived_id, event_data, Decision, DomainEvent, EventKind, FraudScore};
+use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore, Json};
 use crate::store::Store;
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
@@ -67,7 +67,7 @@ pub fn process(
         event: kind.as_str().to_owned(),
         tenant_id: t.clone(),
         timestamp: timestamp.clone(),
-        data: event_data(&data),
+        data: Json::of(&data),
     };
     let first = match outcome {
         Outcome::Approved => event(
@@ -113,6 +113,7 @@ pub fn process(
         pricing: pricing.filter(|_| outcome == Outcome::Approved),
         replaces_claim_id: None,
         counted: None,
+        lines_json: None,
     };
     let mut completed = event(EventKind::ClaimCompleted, serde_json::Value::Null);
     completed.data = decision.completed_data(true);

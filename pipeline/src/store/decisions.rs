@@ -3,8 +3,9 @@
 //! to a higher `version`, the audit record and the task are keyed by ids derived from the
 //! claim, so a redelivered decision changes nothing.
 
-use schemas::claim::{ClaimStatus, Outcome, Reason};
+use schemas::claim::{ClaimStatus, Outcome};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
@@ -14,6 +15,15 @@ use crate::rules::TraceEntry;
 impl Decision {
     /// The decision's audit record.
     pub fn audit_entry(&self) -> AuditEntry {
+        self.audit_entry_with(&json(&self.reasons).unwrap_or_else(|| "[]".into()))
+    }
+
+    /// [`Self::audit_entry`] with the reasons as JSON already: the store writes them
+    /// with the claim too, and writing them once per claim is cheaper.
+    fn audit_entry_with(&self, reasons: &str) -> AuditEntry {
+        let reasons = serde_json::from_str::<&RawValue>(reasons).unwrap_or_else(|_| {
+            serde_json::from_str("[]").unwrap_or_else(|_| unreachable!("[] is JSON"))
+        });
         let (actor, action) = match (&self.officer, self.outcome) {
             (None, _) => ("pipeline", "claim.decided"),
             (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
@@ -27,7 +37,7 @@ impl Decision {
             approved_amount: self.approved_amount,
             fraud_score: self.fraud.as_ref().map(|f| f.fraud_score),
             outcome: self.outcome,
-            reasons: &self.reasons,
+            reasons,
             rulebook_version: self.rulebook_version,
             rules_evaluated: self.trace.len(),
             status: self.status,
@@ -54,7 +64,7 @@ struct DecisionDetails<'a> {
     approved_amount: i64,
     fraud_score: Option<f64>,
     outcome: Outcome,
-    reasons: &'a [Reason],
+    reasons: &'a RawValue,
     rulebook_version: i64,
     rules_evaluated: usize,
     status: ClaimStatus,
@@ -98,7 +108,12 @@ impl<'a> PreparedDecisions<'a> {
                 d,
                 reasons: json(&d.reasons).unwrap_or_else(|| "[]".into()),
                 fraud: d.fraud.as_ref().and_then(json),
-                lines: (!d.lines.is_empty()).then(|| json(&d.lines)).flatten(),
+                lines: (!d.lines.is_empty())
+                    .then(|| match &d.lines_json {
+                        Some(told) => Some(told.get().to_owned()),
+                        None => json(&d.lines),
+                    })
+                    .flatten(),
                 // Kept for an officer's approval: only a claim under review needs it.
                 pricing: d
                     .pricing
@@ -108,7 +123,10 @@ impl<'a> PreparedDecisions<'a> {
                 visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
             })
             .collect();
-        let entries = decisions.iter().map(|d| d.audit_entry().into()).collect();
+        let entries = rows
+            .iter()
+            .map(|r| r.d.audit_entry_with(&r.reasons).into())
+            .collect();
         Self { rows, entries }
     }
 }

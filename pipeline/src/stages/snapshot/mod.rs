@@ -169,6 +169,7 @@ mod tests {
             officer_amount: None,
             replaces_claim_id: None,
             counted: None,
+            lines_json: None,
         }
     }
 
