@@ -1,8 +1,12 @@
 //! End-to-end throughput of a running service on the embedded default (or on
 //! `CLAIMS_DATABASE_URL`): intake claims/s by batch and by single request, end-to-end
 //! claims/s (first 202 to last claim decided), p50/p99 latency from acceptance to
-//! decision, and the service's peak RSS. Every claim's member is on a plan with a
-//! deductible, coinsurance and a copay. Run with `scripts/bench [N]`.
+//! decision, the service's CPU per claim and its RSS sampled every second, and beside
+//! them, measured in the same run on the same machine, the ceilings they are compared
+//! with: an axum hello-world process under the same client (for single intake) and the
+//! store appending the same bytes per claim with nothing in between (for end to end).
+//! Every claim's member is on a plan with a deductible, coinsurance and a copay. Run
+//! with `scripts/bench [N]`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
 use std::process::{Child, Command, Stdio};
@@ -10,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use support::{create_bench_user, free_port, login, peak_rss_mib, wait_ready};
+use support::{
+    create_bench_user, free_port, login, peak_rss_mib, spawn_hello_world, store_bytes,
+    store_ceiling, wait_ready, CpuMark,
+};
 
 mod support;
 
@@ -66,8 +73,13 @@ async fn single_intake(
     count as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // The hello-world ceiling is this binary started again (see `spawn_hello_world`).
+    support::serve_hello_world_if_asked();
+    tokio::runtime::Runtime::new().unwrap().block_on(run());
+}
+
+async fn run() {
     let n: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
@@ -233,6 +245,16 @@ async fn main() {
         import_secs
     );
     println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}; bus: {bus}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
+    let store = pipeline::store::Store::connect(
+        &std::env::var("CLAIMS_DATABASE_URL")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("claims.db").display())),
+        &pipeline::store::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let bytes_before = store_bytes(&store).await;
+    let cpu = CpuMark::now(child.id());
+    let rss = support::RssSampler::start(child.id());
     let started = Instant::now();
     let accepted: usize = stream::iter((0..n).step_by(BATCH))
         .map(|start| {
@@ -255,13 +277,6 @@ async fn main() {
     );
 
     // Wait for the batch load to be decided before measuring single intake alone.
-    let store = pipeline::store::Store::connect(
-        &std::env::var("CLAIMS_DATABASE_URL")
-            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("claims.db").display())),
-        &pipeline::store::StoreOptions::default(),
-    )
-    .await
-    .unwrap();
     let undecided = || {
         let store = store.clone();
         async move {
@@ -280,18 +295,28 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let e2e_secs = started.elapsed().as_secs_f64();
+    let service_cpu = cpu.used();
+    let (samples, rss_peak, rss_drift) = rss.stop().await;
+    let e2e_rate = n as f64 / e2e_secs;
     println!(
-        "end to end:     {:>9.0} claims/s (first 202 to last decision: {e2e_secs:.2} s)",
-        n as f64 / e2e_secs
+        "end to end:     {e2e_rate:>9.0} claims/s (first 202 to last decision: {e2e_secs:.2} s)"
+    );
+    let bytes_per_claim = ((store_bytes(&store).await - bytes_before) as f64 / n as f64).max(1.0);
+    let us_per_claim = service_cpu * 1e6 / n as f64;
+    println!(
+        "service CPU:    {us_per_claim:>9.0} µs per claim (api and every stage but webhooks in one process; {service_cpu:.2} s for {n} claims); 10,000 claims/s would take {:.1} cores of it",
+        us_per_claim * 10_000.0 / 1e6
+    );
+    println!(
+        "service RSS while the load ran: peak {rss_peak:.0} MiB; drift over the second half {:+.1}% ({samples} samples, one a second)",
+        rss_drift * 100.0
     );
 
     let started = Instant::now();
     single_intake(&client, &base, &token, n..n + singles, false).await;
     let single_secs = started.elapsed().as_secs_f64();
-    println!(
-        "intake, single: {:>9.0} claims/s ({singles} in {single_secs:.2} s)",
-        singles as f64 / single_secs
-    );
+    let single_rate = singles as f64 / single_secs;
+    println!("intake, single: {single_rate:>9.0} claims/s ({singles} in {single_secs:.2} s)");
     while undecided().await {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -321,6 +346,18 @@ async fn main() {
     println!("service peak RSS: {:.0} MiB", peak_rss_mib(child.id()));
     child.kill().unwrap();
     child.wait().unwrap();
+
+    // The ceiling of single intake: an axum hello-world process that parses the same
+    // bodies and answers 202, under the same client and concurrency.
+    let (mut hello, hello_base) = spawn_hello_world();
+    wait_listening(&hello_base).await;
+    let hello_rate = single_intake(&client, &hello_base, &token, 0..singles, false).await;
+    hello.kill().unwrap();
+    hello.wait().unwrap();
+    println!(
+        "ceiling, hello-world: {hello_rate:>7.0} requests/s (axum, same client, {SINGLE_CONCURRENCY} at once); single intake / hello-world = {:.2}",
+        single_rate / hello_rate
+    );
 
     // What rate limiting and idempotency cost single intake: two API-only processes on
     // the same store, one with both on and one with both off, measured in alternating
@@ -412,6 +449,7 @@ async fn main() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    let sender_cpu = CpuMark::now(sender.id());
     let deadline = Instant::now() + Duration::from_secs(600);
     while receiver.count() < deliveries {
         assert!(
@@ -428,11 +466,47 @@ async fn main() {
         (deliveries - 1) as f64 / secs
     );
     println!(
-        "webhook process peak RSS: {:.0} MiB",
+        "webhook process: {:.0} µs CPU per delivery (start-up included), peak RSS {:.0} MiB",
+        sender_cpu.used() * 1e6 / deliveries as f64,
         peak_rss_mib(sender.id())
     );
     sender.kill().unwrap();
     sender.wait().unwrap();
+
+    // The store's ceiling: the same bytes per claim, appended as the embedded default
+    // commits them, with no service in between (on a fresh SQLite file, or in a table
+    // of its own in the PostgreSQL database).
+    let ceiling_store = match std::env::var("CLAIMS_DATABASE_URL") {
+        Ok(url) => pipeline::store::Store::connect(&url, &Default::default()).await,
+        Err(_) => {
+            pipeline::store::Store::connect(
+                &format!("sqlite://{}", dir.join("ceiling.db").display()),
+                &Default::default(),
+            )
+            .await
+        }
+    }
+    .unwrap();
+    let ceiling = store_ceiling(&ceiling_store, n, BATCH, bytes_per_claim as usize).await;
+    println!(
+        "ceiling, store: {ceiling:>9.0} claims/s ({bytes_per_claim:.0} bytes per claim in two commits per {BATCH} claims, as the service wrote them); end to end / store ceiling = {:.2}",
+        e2e_rate / ceiling
+    );
+}
+
+/// Waits until something listens at `base`'s address.
+async fn wait_listening(base: &str) {
+    let addr = base
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        assert!(Instant::now() < deadline, "nothing listens at {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Deliveries received, and when the first and the last arrived.

@@ -102,3 +102,219 @@ pub async fn login(client: &reqwest::Client, base: &str) -> String {
         .unwrap();
     body["access_token"].as_str().unwrap().to_owned()
 }
+
+/// CPU seconds (user + system) process `pid` has used so far, from `/proc/{pid}/stat`.
+pub fn cpu_secs(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // The command name (field 2) may hold spaces; the fields after it are plain.
+    let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    ticks / clock_ticks_per_sec()
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux unless told).
+fn clock_ticks_per_sec() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// CPU a process used over a stretch of a run: take [`CpuMark::now`] at its start.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMark {
+    pid: u32,
+    secs: f64,
+}
+
+impl CpuMark {
+    pub fn now(pid: u32) -> Self {
+        Self {
+            pid,
+            secs: cpu_secs(pid),
+        }
+    }
+
+    /// CPU seconds used since the mark.
+    pub fn used(&self) -> f64 {
+        cpu_secs(self.pid) - self.secs
+    }
+}
+
+/// When the benchmark binary is started as `<bench> --hello-world PORT`, it serves the
+/// hello-world ceiling instead (see [`spawn_hello_world`]) and never returns.
+pub fn serve_hello_world_if_asked() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(i) = args.iter().position(|a| a == "--hello-world") else {
+        return;
+    };
+    let port: u16 = args[i + 1].parse().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        // What any intake must do at least: take a request's JSON body and answer 202.
+        let app = axum::Router::new().route(
+            "/api/v1/claims/intake",
+            axum::routing::post(|body: axum::body::Bytes| async move {
+                let ok = serde_json::from_slice::<serde_json::Value>(&body).is_ok();
+                let status = if ok {
+                    axum::http::StatusCode::ACCEPTED
+                } else {
+                    axum::http::StatusCode::BAD_REQUEST
+                };
+                (status, axum::Json(json!({"status": "received"})))
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        axum::serve(listener, app).await.unwrap();
+    });
+    std::process::exit(0);
+}
+
+/// Starts this benchmark binary again as an axum hello-world server (a process of its
+/// own, as the service is, on the same runtime settings): the ceiling single intake is
+/// compared with. Answers the child and its base URL.
+pub fn spawn_hello_world() -> (std::process::Child, String) {
+    let port = free_port();
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--hello-world", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, format!("http://127.0.0.1:{port}/api/v1"))
+}
+
+/// The bytes the store holds (pages in use on SQLite; the database's size on
+/// PostgreSQL): the difference over a run is what the run wrote.
+pub async fn store_bytes(store: &pipeline::store::Store) -> i64 {
+    let mut tx = store.begin_write().await.unwrap();
+    let bytes = match store.backend() {
+        pipeline::store::Backend::Sqlite => {
+            let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            let free: i64 = sqlx::query_scalar("PRAGMA freelist_count")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            (pages - free) * size
+        }
+        pipeline::store::Backend::Postgres => {
+            sqlx::query_scalar("SELECT pg_database_size(current_database())::BIGINT")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap()
+        }
+    };
+    tx.commit().await.unwrap();
+    bytes
+}
+
+/// The store's durable-append ceiling in claims/s: `claims` claims of `bytes_per_claim`
+/// bytes appended to a table of their own in `store` (a fresh one, with the service's
+/// durability settings), as the embedded default commits them: per `batch` claims, one
+/// transaction for their intake and one for their decisions, each appending half of
+/// every claim's bytes as a row. No service, no encoding, no index but the key.
+pub async fn store_ceiling(
+    store: &pipeline::store::Store,
+    claims: usize,
+    batch: usize,
+    bytes_per_claim: usize,
+) -> f64 {
+    let mut tx = store.begin_write().await.unwrap();
+    sqlx::query("DROP TABLE IF EXISTS bench_ceiling")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    // SQLite takes any type name and keeps a blob as it is; PostgreSQL needs BYTEA.
+    sqlx::query("CREATE TABLE bench_ceiling (id BIGINT PRIMARY KEY, v BYTEA NOT NULL)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let half = vec![b'x'; (bytes_per_claim / 2).max(1)];
+    let started = Instant::now();
+    let mut id: i64 = 0;
+    for _ in 0..claims.div_ceil(batch) {
+        for _ in 0..2 {
+            let mut tx = store.begin_write().await.unwrap();
+            // 500 rows per statement: two bound values a row, under every bind limit.
+            for chunk in 0..batch.div_ceil(500) {
+                let rows = (batch - chunk * 500).min(500);
+                let values: Vec<String> = (0..rows)
+                    .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
+                    .collect();
+                let sql = format!(
+                    "INSERT INTO bench_ceiling (id, v) VALUES {}",
+                    values.join(",")
+                );
+                let mut q = sqlx::query(&sql);
+                for _ in 0..rows {
+                    q = q.bind(id).bind(half.clone());
+                    id += 1;
+                }
+                q.execute(&mut *tx).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+    }
+    claims as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Samples a process's RSS once a second until stopped.
+pub struct RssSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<f64>>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut samples = vec![rss_mib(pid)];
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => samples.push(rss_mib(pid)),
+                    _ = &mut stopped => break,
+                }
+            }
+            samples.push(rss_mib(pid));
+            samples
+        });
+        Self { stop, task }
+    }
+
+    /// The samples taken, the peak (MiB), and the drift over the second half of the
+    /// run: the last sample against the one at half time, as a fraction of the latter.
+    pub async fn stop(self) -> (usize, f64, f64) {
+        let _ = self.stop.send(());
+        let samples = self.task.await.unwrap();
+        let peak = samples.iter().copied().fold(0.0, f64::max);
+        let half = samples[samples.len() / 2];
+        let last = samples[samples.len() - 1];
+        (samples.len(), peak, (last - half) / half)
+    }
+}
