@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use support::{
-    create_bench_user, free_port, login, peak_rss_mib, spawn_hello_world, store_bytes,
-    store_ceiling, wait_ready, CpuMark,
+    claim, create_bench_user, free_port, login, peak_rss_mib, seed, spawn_hello_world, store_bytes,
+    store_ceiling, wait_ready, CpuMark, MEMBERS,
 };
 
 mod support;
@@ -24,18 +24,6 @@ mod support;
 const BATCH: usize = 1000;
 const BATCH_CONCURRENCY: usize = 4;
 const SINGLE_CONCURRENCY: usize = 32;
-/// Members the claims are spread over, all on one plan.
-const MEMBERS: usize = 5000;
-
-fn claim(i: usize) -> Value {
-    let amount = 1000 + (i as i64 * 7919) % 90_000;
-    json!({
-        "claim_id": format!("CLM-{i:07}"), "member_id": format!("MBR-{}", i % MEMBERS), "provider_id": format!("PRV-{}", i % 20),
-        "claim_amount": amount, "service_date": "2026-01-15",
-        "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
-    })
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -147,6 +135,7 @@ async fn run() {
         .unwrap();
     wait_ready(&client, &base).await;
     let token = login(&client, &base).await;
+    let import_secs = seed(&client, &base, &token).await;
     let post = |path: String, body: Value| {
         let (client, token) = (client.clone(), token.clone());
         async move {
@@ -159,72 +148,6 @@ async fn run() {
                 .unwrap()
         }
     };
-    // The limiter is checked on every request but must not refuse the load itself.
-    let raised = client
-        .patch(format!("{base}/tenant/settings"))
-        .bearer_auth(&token)
-        .json(&json!({"rate_limit_per_minute": 100_000_000}))
-        .send()
-        .await
-        .unwrap();
-    assert!(raised.status().is_success(), "the rate limit is raised");
-    for p in 0..20 {
-        post(
-            format!("{base}/providers"),
-            json!({"provider_id": format!("PRV-{p}"), "name": "Clinic"}),
-        )
-        .await;
-        post(
-            format!("{base}/providers/PRV-{p}/contracts"),
-            json!({"effective_from": "2020-01-01", "fee_schedule": {"99213": 60000}}),
-        )
-        .await;
-    }
-    // Every claim's member is on a plan: the benefits and the accumulators are part of
-    // the work measured.
-    post(
-        format!("{base}/plans"),
-        json!({"plan_id": "PPO", "name": "PPO", "benefits": {
-            "deductible": 50_000, "coinsurance_pct": 20, "out_of_pocket_max": 400_000,
-            "copays": {"99213": 2_500}}}),
-    )
-    .await;
-    let members: Vec<Value> = (0..MEMBERS)
-        .map(|m| {
-            json!({"member_id": format!("MBR-{m}"), "date_of_birth": "1970-01-01", "sex": "U",
-                        "plan_id": "PPO", "coverage": [{"from": "2020-01-01"}]})
-        })
-        .collect();
-    let import_started = Instant::now();
-    let imported: Value = post(format!("{base}/members/import"), json!(members))
-        .await
-        .json()
-        .await
-        .unwrap();
-    let import_secs = import_started.elapsed().as_secs_f64();
-    assert_eq!(
-        imported["imported"], MEMBERS,
-        "the members are imported: {imported}"
-    );
-    let rules: Vec<Value> = (0..20)
-        .map(|i| json!({"rule_id": format!("r{i}"), "when": format!("claim.claim_amount > {} && member_history.claims_last_24h > {}", 80_000 + i, 50 + i), "action": "flag", "reason_code": "R"}))
-        .collect();
-    let rb: Value = post(
-        format!("{base}/rulebooks"),
-        json!({"name": "Bench", "rules": rules}),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    post(
-        format!(
-            "{base}/rulebooks/{}/publish",
-            rb["rulebook_id"].as_str().unwrap()
-        ),
-        json!({}),
-    )
-    .await;
 
     let receiver = Receiver::start().await;
     let hook = post(

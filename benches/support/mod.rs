@@ -318,3 +318,101 @@ impl RssSampler {
         (samples.len(), peak, (last - half) / half)
     }
 }
+
+/// Members the claims are spread over, all on one plan.
+pub const MEMBERS: usize = 5000;
+
+pub fn claim(i: usize) -> Value {
+    let amount = 1000 + (i as i64 * 7919) % 90_000;
+    json!({
+        "claim_id": format!("CLM-{i:07}"), "member_id": format!("MBR-{}", i % MEMBERS), "provider_id": format!("PRV-{}", i % 20),
+        "claim_amount": amount, "service_date": "2026-01-15",
+        "lines": [{"procedure_code": "99213", "units": 1, "amount": amount}]
+    })
+}
+
+/// Sets up the tenant `bench` for a load: its rate limit out of the way, 20 contracted
+/// providers, the plan `PPO` with every member of the claims on it, and a published
+/// rulebook of 20 rules. Answers the seconds the members' import took.
+pub async fn seed(client: &reqwest::Client, base: &str, token: &str) -> f64 {
+    let post = |path: String, body: Value| {
+        let (client, token) = (client.clone(), token.to_owned());
+        async move {
+            client
+                .post(path)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // The limiter is checked on every request but must not refuse the load itself.
+    let raised = client
+        .patch(format!("{base}/tenant/settings"))
+        .bearer_auth(token)
+        .json(&json!({"rate_limit_per_minute": 100_000_000}))
+        .send()
+        .await
+        .unwrap();
+    assert!(raised.status().is_success(), "the rate limit is raised");
+    for p in 0..20 {
+        post(
+            format!("{base}/providers"),
+            json!({"provider_id": format!("PRV-{p}"), "name": "Clinic"}),
+        )
+        .await;
+        post(
+            format!("{base}/providers/PRV-{p}/contracts"),
+            json!({"effective_from": "2020-01-01", "fee_schedule": {"99213": 60000}}),
+        )
+        .await;
+    }
+    // Every claim's member is on a plan: the benefits and the accumulators are part of
+    // the work measured.
+    post(
+        format!("{base}/plans"),
+        json!({"plan_id": "PPO", "name": "PPO", "benefits": {
+            "deductible": 50_000, "coinsurance_pct": 20, "out_of_pocket_max": 400_000,
+            "copays": {"99213": 2_500}}}),
+    )
+    .await;
+    let members: Vec<Value> = (0..MEMBERS)
+        .map(|m| {
+            json!({"member_id": format!("MBR-{m}"), "date_of_birth": "1970-01-01", "sex": "U",
+                        "plan_id": "PPO", "coverage": [{"from": "2020-01-01"}]})
+        })
+        .collect();
+    let import_started = Instant::now();
+    let imported: Value = post(format!("{base}/members/import"), json!(members))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let import_secs = import_started.elapsed().as_secs_f64();
+    assert_eq!(
+        imported["imported"], MEMBERS,
+        "the members are imported: {imported}"
+    );
+    let rules: Vec<Value> = (0..20)
+        .map(|i| json!({"rule_id": format!("r{i}"), "when": format!("claim.claim_amount > {} && member_history.claims_last_24h > {}", 80_000 + i, 50 + i), "action": "flag", "reason_code": "R"}))
+        .collect();
+    let rb: Value = post(
+        format!("{base}/rulebooks"),
+        json!({"name": "Bench", "rules": rules}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    post(
+        format!(
+            "{base}/rulebooks/{}/publish",
+            rb["rulebook_id"].as_str().unwrap()
+        ),
+        json!({}),
+    )
+    .await;
+
+    import_secs
+}

@@ -49,6 +49,7 @@ buses!(
     embedded: [
         one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
         compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones,
+        trim_keeps_records_younger_than_retention_and_removes_a_long_run_in_chunks,
         concurrent_publishers_get_distinct_gapless_offsets,
         outputs_and_the_commit_of_their_inputs_land_together,
     ],
@@ -338,6 +339,51 @@ async fn compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones
     );
     let rest = g.poll(100, Duration::from_secs(1)).await.unwrap();
     assert_eq!(rest.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 4]);
+}
+
+/// Trim removes a partition's consumed, old records from its start, in statements of
+/// a bounded size: a run longer than one statement goes whole, and records younger than
+/// the retention stay however consumed.
+async fn trim_keeps_records_younger_than_retention_and_removes_a_long_run_in_chunks(b: Backend) {
+    let f = fixture(b).await;
+    let log = EmbeddedLog::new(f.store.clone());
+    let bus = Bus::Embedded(log.clone());
+    let events = TopicSpec::new(
+        format!("events.{}", uuid::Uuid::new_v4().simple()),
+        1,
+        false,
+    );
+    let records = 25_000;
+    for chunk in (0..records).collect::<Vec<_>>().chunks(5_000) {
+        let msgs: Vec<Message> = chunk.iter().map(|i| msg("k", &i.to_string())).collect();
+        log.publish(&events, &msgs).await.unwrap();
+    }
+    let mut g = bus
+        .consumer("g", std::slice::from_ref(&events))
+        .await
+        .unwrap();
+    let mut consumed = 0;
+    while consumed < records - 10 {
+        let got = g.poll(5_000, Duration::from_secs(1)).await.unwrap();
+        let take = got.len().min(records - 10 - consumed);
+        g.commit(&got[..take]).await.unwrap();
+        consumed += take;
+        if take < got.len() {
+            break;
+        }
+    }
+    assert_eq!(
+        log.trim(&events, Duration::from_secs(3600)).await.unwrap(),
+        0,
+        "consumed, but younger than the retention"
+    );
+    assert_eq!(
+        log.trim(&events, Duration::ZERO).await.unwrap(),
+        (records - 10) as u64,
+        "every consumed record, over several statements"
+    );
+    let ends = log.partition_ends(&events.name).await.unwrap();
+    assert_eq!(ends, [(0, records as i64, 10)]);
 }
 
 async fn concurrent_publishers_get_distinct_gapless_offsets(b: Backend) {

@@ -304,20 +304,121 @@ impl EmbeddedLog {
     }
 
     /// Removes records of a non-compacted topic that every group has consumed and that
-    /// are older than `retention`.
+    /// are older than `retention`, a partition at a time and at most [`TRIM_CHUNK`]
+    /// records per statement. Records are appended in time order, so what goes is a
+    /// run at the start of each partition: finding its end reads the records that go
+    /// and one more, not every record held, and the writer is never held for long.
+    /// (One statement over the whole topic read all of its records, every minute,
+    /// holding the writer: with a few million held, longer than anyone waits for it.)
     pub async fn trim(&self, topic: &TopicSpec, retention: Duration) -> Result<u64, BusError> {
         let cutoff = now_ms() - retention.as_millis() as i64;
-        let removed = sqlx::query(
-            "DELETE FROM bus_records WHERE topic = $1 AND timestamp_ms < $2 AND \"offset\" < \
-             (SELECT COALESCE(MIN(o.next_offset), 0) FROM bus_offsets o WHERE o.topic = bus_records.topic \
-              AND o.partition = bus_records.partition)",
+        let mut removed = 0;
+        for partition in 0..i64::from(topic.partitions) {
+            let young: Option<i64> = sqlx::query_scalar(
+                "SELECT \"offset\" FROM bus_records WHERE topic = $1 AND partition = $2 \
+                 AND timestamp_ms >= $3 ORDER BY \"offset\" LIMIT 1",
+            )
+            .bind(&topic.name)
+            .bind(partition)
+            .bind(cutoff)
+            .fetch_optional(self.store.reader())
+            .await
+            .map_err(StoreError::from)?;
+            let consumed: i64 = sqlx::query_scalar(
+                "SELECT COALESCE(MIN(next_offset), 0) FROM bus_offsets \
+                 WHERE topic = $1 AND partition = $2",
+            )
+            .bind(&topic.name)
+            .bind(partition)
+            .fetch_one(self.store.reader())
+            .await
+            .map_err(StoreError::from)?;
+            let end = young.map_or(consumed, |y| y.min(consumed));
+            loop {
+                let first: Option<i64> = sqlx::query_scalar(
+                    "SELECT MIN(\"offset\") FROM bus_records WHERE topic = $1 AND partition = $2",
+                )
+                .bind(&topic.name)
+                .bind(partition)
+                .fetch_one(self.store.reader())
+                .await
+                .map_err(StoreError::from)?;
+                let Some(first) = first.filter(|f| *f < end) else {
+                    break;
+                };
+                // The bounds were read before: a group cannot move back, and a record
+                // once old stays old, so they still hold.
+                removed += sqlx::query(
+                    "DELETE FROM bus_records WHERE topic = $1 AND partition = $2 \
+                     AND \"offset\" < $3",
+                )
+                .bind(&topic.name)
+                .bind(partition)
+                .bind(end.min(first + TRIM_CHUNK))
+                .execute(self.store.writer())
+                .await
+                .map_err(StoreError::from)?
+                .rows_affected();
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Records appended to `topic` so far, over all its partitions.
+    async fn appended(&self, topic: &TopicSpec) -> Result<i64, BusError> {
+        let appended: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(next_offset), 0) FROM bus_partitions WHERE topic = $1",
         )
         .bind(&topic.name)
-        .bind(cutoff)
-        .execute(self.store.writer())
+        .fetch_one(self.store.reader())
         .await
-        .map_err(StoreError::from)?
-        .rows_affected();
+        .map_err(StoreError::from)?;
+        Ok(appended)
+    }
+
+    /// Records `topic` holds, over all its partitions.
+    async fn held(&self, topic: &TopicSpec) -> Result<i64, BusError> {
+        let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM bus_records WHERE topic = $1")
+            .bind(&topic.name)
+            .fetch_one(self.store.reader())
+            .await
+            .map_err(StoreError::from)?;
+        Ok(held)
+    }
+}
+
+/// Records a trim deletes per statement: each statement holds the writer.
+const TRIM_CHUNK: i64 = 10_000;
+
+/// New records a compacted topic takes before it is compacted again, at least: below
+/// this, compacting every minute would cost more than the records it removes.
+const COMPACT_AFTER_AT_LEAST: i64 = 10_000;
+
+/// When each compacted topic was last compacted: the records appended to it by then
+/// and those it held after. A topic is compacted again once it has taken as many new
+/// records as it held (Kafka's `min.cleanable.dirty.ratio` of one half): a compaction
+/// reads every record held, so compacting every minute regardless read millions of
+/// records a minute, holding the writer, for topics whose keys rarely repeat.
+#[derive(Debug, Default)]
+struct Compactions(HashMap<String, (i64, i64)>);
+
+impl Compactions {
+    /// Compacts `topic` if it took enough new records since its last compaction (or
+    /// was never compacted by this process); answers the records removed.
+    async fn maybe_compact(
+        &mut self,
+        log: &EmbeddedLog,
+        topic: &TopicSpec,
+    ) -> Result<u64, BusError> {
+        let appended = log.appended(topic).await?;
+        if let Some((then, held)) = self.0.get(&topic.name) {
+            if appended - then < (*held).max(COMPACT_AFTER_AT_LEAST) {
+                return Ok(0);
+            }
+        }
+        let removed = log.compact(topic).await?;
+        let held = log.held(topic).await?;
+        self.0.insert(topic.name.clone(), (appended, held));
         Ok(removed)
     }
 }
@@ -380,6 +481,7 @@ pub async fn maintain(
     retention: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let mut compactions = Compactions::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
@@ -387,7 +489,7 @@ pub async fn maintain(
         }
         for t in &topics {
             let result = if t.compacted {
-                log.compact(t).await
+                compactions.maybe_compact(&log, t).await
             } else {
                 log.trim(t, retention).await
             };

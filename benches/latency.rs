@@ -1,0 +1,262 @@
+//! Latency at a steady rate: a service with every role on the embedded default (or on
+//! `CLAIMS_DATABASE_URL`, or Kafka), its end-to-end maximum measured first with a
+//! closed-loop batch load, then claims sent open loop (on a schedule, not when the last
+//! answer came back) at half that rate for `BENCH_LATENCY_SECS` seconds (60), in
+//! requests of `BENCH_LATENCY_BATCH` claims (50): a payer's steady stream. (Single
+//! requests at that rate would measure single intake's ceiling instead, which is far
+//! below the batch maximum on one SQLite file.)
+//! Prints p50, p99 and p99.9 from each claim's 202 to its decision, and from its 202 to
+//! its `claim.completed` webhook arriving at a local receiver. Run with
+//! `scripts/bench-latency`.
+#![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
+use support::{claim, create_bench_user, free_port, login, seed, wait_ready};
+
+mod support;
+
+/// Claims of the closed-loop load that measures the maximum.
+const MAX_CLAIMS: usize = 20_000;
+
+fn main() {
+    tokio::runtime::Runtime::new().unwrap().block_on(run());
+}
+
+fn wall_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+fn percentiles(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+    format!(
+        "p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms ({} claims)",
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        v.len()
+    )
+}
+
+async fn run() {
+    let setting = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let secs = setting("BENCH_LATENCY_SECS", 60);
+    let per_request = setting("BENCH_LATENCY_BATCH", 50) as usize;
+    let temp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}/api/v1");
+    let bin = env!("CARGO_BIN_EXE_claims");
+    let mut envs: Vec<(String, String)> = vec![
+        ("CLAIMS_DATA_DIR".into(), temp.path().display().to_string()),
+        ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
+        ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
+        ("RUST_LOG".into(), "warn".into()),
+        ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
+    ];
+    let store_url = std::env::var("CLAIMS_DATABASE_URL").ok();
+    if let Some(url) = &store_url {
+        envs.push(("CLAIMS_DATABASE_URL".into(), url.clone()));
+    }
+    if let Ok(brokers) = std::env::var("CLAIMS_KAFKA_BROKERS") {
+        envs.push(("CLAIMS_KAFKA_BROKERS".into(), brokers));
+        envs.push((
+            "CLAIMS_TOPIC_PREFIX".into(),
+            format!("latency{}.", std::process::id()),
+        ));
+    }
+    create_bench_user(
+        bin,
+        &envs,
+        "claims:write claims:read providers:write rulebooks:write tenant:configure",
+    );
+    // Every role in the one process, webhooks included: the latency a payer sees.
+    let _service = KillOnDrop(
+        Command::new(bin)
+            .arg("serve")
+            .envs(envs.iter().cloned())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    wait_ready(&client, &base).await;
+    let token = login(&client, &base).await;
+    seed(&client, &base, &token).await;
+    let store = pipeline::store::Store::connect(
+        &store_url
+            .unwrap_or_else(|| format!("sqlite://{}", temp.path().join("claims.db").display())),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let undecided = || {
+        let store = store.clone();
+        async move {
+            let filter = pipeline::store::ClaimFilter {
+                status: Some(schemas::claim::ClaimStatus::Received),
+                ..Default::default()
+            };
+            !store
+                .claims("bench", &filter, None, 1)
+                .await
+                .unwrap()
+                .is_empty()
+        }
+    };
+
+    // The maximum: a closed-loop batch load, first 202 to last decision.
+    let started = Instant::now();
+    stream::iter((0..MAX_CLAIMS).step_by(1000))
+        .map(|start| {
+            let items: Vec<Value> = (start..(start + 1000).min(MAX_CLAIMS)).map(claim).collect();
+            let req = client
+                .post(format!("{base}/claims/batch"))
+                .bearer_auth(&token)
+                .json(&items);
+            async move { assert!(req.send().await.unwrap().status().is_success()) }
+        })
+        .buffer_unordered(4)
+        .collect::<()>()
+        .await;
+    while undecided().await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let max = MAX_CLAIMS as f64 / started.elapsed().as_secs_f64();
+    let rate = max / 2.0;
+    println!("maximum end to end: {max:.0} claims/s ({MAX_CLAIMS} claims by batch, closed loop)");
+
+    // Webhooks: when each claim's `claim.completed` arrives.
+    let arrived: Arc<Mutex<HashMap<String, f64>>> = Arc::default();
+    let seen = arrived.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let seen = seen.clone();
+            async move {
+                let at = wall_ms();
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                if let Some(id) = v["data"]["claim_id"].as_str() {
+                    seen.lock().unwrap().entry(id.to_owned()).or_insert(at);
+                }
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let hook = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(&token)
+        .json(&json!({"url": hook_url, "events": ["claim.completed"], "secret": "bench-secret"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hook.status().as_u16(), 201, "the webhook is created");
+
+    // Open loop: request r is sent at `r * per_request / rate` seconds, whatever
+    // became of the others.
+    let requests = ((rate * secs as f64) as usize / per_request).max(1);
+    let total = requests * per_request;
+    println!(
+        "open loop: {total} claims at {rate:.0} claims/s (half the maximum), {per_request} per request, for {secs} s"
+    );
+    let accepted: Arc<Mutex<Vec<(String, f64)>>> = Arc::default();
+    let start = tokio::time::Instant::now();
+    let mut sends = Vec::with_capacity(requests);
+    for r in 0..requests {
+        let at = Duration::from_secs_f64((r * per_request) as f64 / rate);
+        tokio::time::sleep_until(start + at).await;
+        let ids: Vec<usize> = (0..per_request)
+            .map(|j| MAX_CLAIMS + r * per_request + j)
+            .collect();
+        let items: Vec<Value> = ids.iter().map(|i| claim(*i)).collect();
+        let (req, accepted) = (
+            client
+                .post(format!("{base}/claims/batch"))
+                .bearer_auth(&token)
+                .json(&items),
+            accepted.clone(),
+        );
+        sends.push(tokio::spawn(async move {
+            let res = req.send().await.unwrap();
+            let at = wall_ms();
+            let body: Value = res.json().await.unwrap();
+            assert_eq!(body["accepted"], ids.len(), "every claim accepted: {body}");
+            accepted
+                .lock()
+                .unwrap()
+                .extend(ids.iter().map(|i| (format!("CLM-{i:07}"), at)));
+        }));
+    }
+    let behind = start.elapsed().as_secs_f64() - total as f64 / rate;
+    for s in sends {
+        s.await.unwrap();
+    }
+    println!("the last claim was sent {behind:.2} s behind its schedule");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while undecided().await || arrived.lock().unwrap().len() < total + MAX_CLAIMS {
+        assert!(
+            Instant::now() < deadline,
+            "the open-loop claims were not all decided and told"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let decided: HashMap<String, f64> = store
+        .all_claims("bench")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, c)| {
+            let at = time::OffsetDateTime::parse(
+                &c.updated_at,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap();
+            (
+                c.submission.claim_id.to_string(),
+                pipeline::clock::to_ms(at) as f64,
+            )
+        })
+        .collect();
+    let accepted = accepted.lock().unwrap();
+    let arrived = arrived.lock().unwrap();
+    let to_decision: Vec<f64> = accepted
+        .iter()
+        .map(|(id, at)| (decided[id] - at).max(0.0))
+        .collect();
+    let to_webhook: Vec<f64> = accepted.iter().map(|(id, at)| arrived[id] - at).collect();
+    println!("202 to decision:         {}", percentiles(to_decision));
+    println!("202 to webhook received: {}", percentiles(to_webhook));
+}
+
+/// The service process, killed however the benchmark ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
