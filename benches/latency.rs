@@ -17,7 +17,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use support::{claim, create_bench_user, free_port, login, seed, wait_ready};
+use support::{
+    claim, create_bench_user, free_port, login, seed, service_envs, service_store, undecided,
+    wait_ready,
+};
 
 mod support;
 
@@ -61,24 +64,7 @@ async fn run() {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = env!("CARGO_BIN_EXE_claims");
-    let mut envs: Vec<(String, String)> = vec![
-        ("CLAIMS_DATA_DIR".into(), temp.path().display().to_string()),
-        ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
-        ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
-        ("RUST_LOG".into(), "warn".into()),
-        ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
-    ];
-    let store_url = std::env::var("CLAIMS_DATABASE_URL").ok();
-    if let Some(url) = &store_url {
-        envs.push(("CLAIMS_DATABASE_URL".into(), url.clone()));
-    }
-    if let Ok(brokers) = std::env::var("CLAIMS_KAFKA_BROKERS") {
-        envs.push(("CLAIMS_KAFKA_BROKERS".into(), brokers));
-        envs.push((
-            "CLAIMS_TOPIC_PREFIX".into(),
-            format!("latency{}.", std::process::id()),
-        ));
-    }
+    let envs = service_envs(temp.path(), port, "latency");
     create_bench_user(
         bin,
         &envs,
@@ -102,27 +88,7 @@ async fn run() {
     wait_ready(&client, &base).await;
     let token = login(&client, &base).await;
     seed(&client, &base, &token).await;
-    let store = pipeline::store::Store::connect(
-        &store_url
-            .unwrap_or_else(|| format!("sqlite://{}", temp.path().join("claims.db").display())),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let undecided = || {
-        let store = store.clone();
-        async move {
-            let filter = pipeline::store::ClaimFilter {
-                status: Some(schemas::claim::ClaimStatus::Received),
-                ..Default::default()
-            };
-            !store
-                .claims("bench", &filter, None, 1)
-                .await
-                .unwrap()
-                .is_empty()
-        }
-    };
+    let store = service_store(temp.path()).await;
 
     // The maximum: a closed-loop batch load, first 202 to last decision.
     let started = Instant::now();
@@ -138,7 +104,7 @@ async fn run() {
         .buffer_unordered(4)
         .collect::<()>()
         .await;
-    while undecided().await {
+    while undecided(&store).await {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let max = MAX_CLAIMS as f64 / started.elapsed().as_secs_f64();
@@ -225,7 +191,7 @@ async fn run() {
             .iter()
             .all(|(id, _)| arrived.contains_key(id))
     };
-    while undecided().await || !all_told() {
+    while undecided(&store).await || !all_told() {
         assert!(
             Instant::now() < deadline,
             "the open-loop claims were not all decided and told"

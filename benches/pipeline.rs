@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use support::{
-    claim, create_bench_user, free_port, login, peak_rss_mib, seed, spawn_hello_world, store_bytes,
-    store_ceiling, wait_ready, CpuMark, MEMBERS,
+    claim, create_bench_user, free_port, login, peak_rss_mib, seed, service_envs, service_store,
+    spawn_hello_world, store_bytes, store_ceiling, undecided, wait_ready, CpuMark, MEMBERS,
 };
 
 mod support;
@@ -87,28 +87,7 @@ async fn run() {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = env!("CARGO_BIN_EXE_claims");
-    let mut envs: Vec<(String, String)> = vec![
-        ("CLAIMS_DATA_DIR".into(), dir.display().to_string()),
-        ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
-        ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
-        // BENCH_RUST_LOG sets the service's log filter, for looking into a run.
-        (
-            "RUST_LOG".into(),
-            std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
-        ),
-        ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
-    ];
-    if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
-        envs.push(("CLAIMS_DATABASE_URL".into(), url));
-    }
-    if let Ok(brokers) = std::env::var("CLAIMS_KAFKA_BROKERS") {
-        envs.push(("CLAIMS_KAFKA_BROKERS".into(), brokers));
-        // Topics and groups of this run's own, on a broker that may hold older runs'.
-        envs.push((
-            "CLAIMS_TOPIC_PREFIX".into(),
-            format!("bench{}.", std::process::id()),
-        ));
-    }
+    let envs = service_envs(&dir, port, "bench");
     create_bench_user(
         bin,
         &envs,
@@ -136,25 +115,14 @@ async fn run() {
     wait_ready(&client, &base).await;
     let token = login(&client, &base).await;
     let import_secs = seed(&client, &base, &token).await;
-    let post = |path: String, body: Value| {
-        let (client, token) = (client.clone(), token.clone());
-        async move {
-            client
-                .post(path)
-                .bearer_auth(token)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-        }
-    };
-
     let receiver = Receiver::start().await;
-    let hook = post(
-        format!("{base}/webhooks"),
-        json!({"url": receiver.url(), "events": ["claim.completed"], "secret": "bench-secret"}),
-    )
-    .await;
+    let hook = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(&token)
+        .json(&json!({"url": receiver.url(), "events": ["claim.completed"], "secret": "bench-secret"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(hook.status().as_u16(), 201, "the webhook is created");
 
     let bus = if envs.iter().any(|(k, _)| k == "CLAIMS_KAFKA_BROKERS") {
@@ -168,13 +136,7 @@ async fn run() {
         import_secs
     );
     println!("bench: {} claims by batch ({BATCH} per request, {BATCH_CONCURRENCY} at once), {singles} by single intake ({SINGLE_CONCURRENCY} at once); store: {}; bus: {bus}", n, if envs.iter().any(|(k, _)| k == "CLAIMS_DATABASE_URL") { "PostgreSQL" } else { "SQLite (embedded default)" });
-    let store = pipeline::store::Store::connect(
-        &std::env::var("CLAIMS_DATABASE_URL")
-            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("claims.db").display())),
-        &pipeline::store::StoreOptions::default(),
-    )
-    .await
-    .unwrap();
+    let store = service_store(&dir).await;
     let bytes_before = store_bytes(&store).await;
     let cpu = CpuMark::now(child.id());
     let rss = support::RssSampler::start(child.id());
@@ -182,9 +144,13 @@ async fn run() {
     let accepted: usize = stream::iter((0..n).step_by(BATCH))
         .map(|start| {
             let items: Vec<Value> = (start..(start + BATCH).min(n)).map(claim).collect();
-            let f = post(format!("{base}/claims/batch"), Value::Array(items));
+            let f = client
+                .post(format!("{base}/claims/batch"))
+                .bearer_auth(&token)
+                .json(&items)
+                .send();
             async move {
-                f.await.json::<Value>().await.unwrap()["accepted"]
+                f.await.unwrap().json::<Value>().await.unwrap()["accepted"]
                     .as_u64()
                     .unwrap() as usize
             }
@@ -200,21 +166,7 @@ async fn run() {
     );
 
     // Wait for the batch load to be decided before measuring single intake alone.
-    let undecided = || {
-        let store = store.clone();
-        async move {
-            let filter = pipeline::store::ClaimFilter {
-                status: Some(schemas::claim::ClaimStatus::Received),
-                ..Default::default()
-            };
-            !store
-                .claims("bench", &filter, None, 1)
-                .await
-                .unwrap()
-                .is_empty()
-        }
-    };
-    while undecided().await {
+    while undecided(&store).await {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let e2e_secs = started.elapsed().as_secs_f64();
@@ -240,7 +192,7 @@ async fn run() {
     let single_secs = started.elapsed().as_secs_f64();
     let single_rate = singles as f64 / single_secs;
     println!("intake, single: {single_rate:>9.0} claims/s ({singles} in {single_secs:.2} s)");
-    while undecided().await {
+    while undecided(&store).await {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 

@@ -416,3 +416,55 @@ pub async fn seed(client: &reqwest::Client, base: &str, token: &str) -> f64 {
 
     import_secs
 }
+
+/// The environment of a service process for a benchmark: its data under `dir`, on
+/// `port`, on `CLAIMS_DATABASE_URL` and `CLAIMS_KAFKA_BROKERS` when they are set (with
+/// topics of this run's own, named after `prefix`, on a broker that may hold older
+/// runs'). `BENCH_RUST_LOG` sets its log filter, for looking into a run.
+pub fn service_envs(dir: &std::path::Path, port: u16, prefix: &str) -> Vec<(String, String)> {
+    let mut envs: Vec<(String, String)> = vec![
+        ("CLAIMS_DATA_DIR".into(), dir.display().to_string()),
+        ("CLAIMS_HTTP_ADDR".into(), format!("127.0.0.1:{port}")),
+        ("CLAIMS_COOKIE_SECURE".into(), "false".into()),
+        (
+            "RUST_LOG".into(),
+            std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        ),
+        ("CLAIMS_WEBHOOK_ALLOW_PRIVATE".into(), "true".into()),
+    ];
+    if let Ok(url) = std::env::var("CLAIMS_DATABASE_URL") {
+        envs.push(("CLAIMS_DATABASE_URL".into(), url));
+    }
+    if let Ok(brokers) = std::env::var("CLAIMS_KAFKA_BROKERS") {
+        envs.push(("CLAIMS_KAFKA_BROKERS".into(), brokers));
+        envs.push((
+            "CLAIMS_TOPIC_PREFIX".into(),
+            format!("{prefix}{}.", std::process::id()),
+        ));
+    }
+    envs
+}
+
+/// The store the service of `dir` writes: `CLAIMS_DATABASE_URL`, or its SQLite file.
+pub async fn service_store(dir: &std::path::Path) -> pipeline::store::Store {
+    pipeline::store::Store::connect(
+        &std::env::var("CLAIMS_DATABASE_URL")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("claims.db").display())),
+        &pipeline::store::StoreOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Whether a claim of the tenant `bench` is still undecided.
+pub async fn undecided(store: &pipeline::store::Store) -> bool {
+    let filter = pipeline::store::ClaimFilter {
+        status: Some(schemas::claim::ClaimStatus::Received),
+        ..Default::default()
+    };
+    !store
+        .claims("bench", &filter, None, 1)
+        .await
+        .unwrap()
+        .is_empty()
+}
