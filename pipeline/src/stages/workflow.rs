@@ -61,30 +61,30 @@ pub fn process(
     let approved_amount = approved_total(&lines);
     let audit_id = derived_id("aud", t, c, "decision-2");
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
-    let event = |kind: EventKind, data: serde_json::Value| DomainEvent {
+    let event = |kind: EventKind, data: Json| DomainEvent {
         // Distinct from the automatic decision's events of the same kind.
         id: derived_id("evt", t, c, &format!("review/{kind}")),
         event: kind.as_str().to_owned(),
         tenant_id: t.clone(),
         timestamp: timestamp.clone(),
-        data: Json::of(&data),
+        data,
     };
     let first = match outcome {
         Outcome::Approved => event(
             EventKind::ClaimApproved,
-            serde_json::json!({
+            Json::of(&serde_json::json!({
                 "claim_id": c, "status": status, "outcome": outcome, "approved_amount": approved_amount,
                 "officer": cmd.officer, "audit_id": audit_id,
-            }),
+            })),
         ),
         _ => event(
             EventKind::ClaimDeclined,
-            serde_json::json!({
+            Json::of(&serde_json::json!({
                 "claim_id": c, "provider_id": claim.submission.provider_id.as_str(), "status": status,
                 "outcome": outcome,
                 "reason": cmd.note.clone().unwrap_or_else(|| "declined by a claims officer".into()),
                 "officer": cmd.officer, "audit_id": audit_id,
-            }),
+            })),
         ),
     };
     let mut decision = Decision {
@@ -115,9 +115,10 @@ pub fn process(
         counted: None,
         lines_json: None,
     };
-    let mut completed = event(EventKind::ClaimCompleted, serde_json::Value::Null);
-    completed.data = decision.completed_data(true);
-    decision.events.push(completed);
+    let completed = decision.completed_data(true);
+    decision
+        .events
+        .push(event(EventKind::ClaimCompleted, completed));
     Some(decision)
 }
 
