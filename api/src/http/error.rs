@@ -182,7 +182,7 @@ impl ApiError {
             ),
             Self::Unavailable => (
                 "SERVICE_UNAVAILABLE",
-                "the service is not ready; try again shortly".into(),
+                "the service cannot store or read data right now; try again shortly".into(),
                 None,
             ),
             Self::RateLimited { retry_after } => (
@@ -207,10 +207,17 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let mut res = status.into_response();
-        if let Self::RateLimited { retry_after } = &self {
+        let retry_after = match &self {
+            Self::RateLimited { retry_after } => Some(*retry_after),
+            // The store restarts or regains room within seconds; a client that retries
+            // sooner only adds load.
+            Self::Unavailable => Some(1),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
             res.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(*retry_after),
+                axum::http::HeaderValue::from(secs),
             );
         }
         res.extensions_mut().insert(self.payload());
@@ -229,6 +236,12 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound => ApiError::NotFound,
+            StoreError::Unavailable(cause) => {
+                // The client is told to retry; the operator learns why (a restarting
+                // database, a full disk) from the log.
+                tracing::warn!(error = %cause, "The store is unavailable; answering 503.");
+                ApiError::Unavailable
+            }
             other => ApiError::internal(other),
         }
     }

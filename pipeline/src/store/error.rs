@@ -9,7 +9,8 @@ pub enum StoreError {
     Conflict(String),
     #[error("not found")]
     NotFound,
-    /// The database could not be reached or timed out; retry later.
+    /// The database could not be reached, timed out, is restarting or has no room
+    /// left; retry later.
     #[error("store unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -37,6 +38,17 @@ impl From<sqlx::Error> for StoreError {
                 if matches!(db.code().as_deref(), Some("40001" | "40P01")) =>
             {
                 StoreError::Conflict("concurrent update; retry".to_owned())
+            }
+            // The server is shutting down, crashed or starting (57P01-57P03), or out of
+            // disk (PostgreSQL 53100, SQLite's SQLITE_FULL 13): the store is away for a
+            // while, and the same write succeeds once it is back or has room.
+            sqlx::Error::Database(db)
+                if matches!(
+                    db.code().as_deref(),
+                    Some("57P01" | "57P02" | "57P03" | "53100" | "13")
+                ) =>
+            {
+                StoreError::Unavailable(e)
             }
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed

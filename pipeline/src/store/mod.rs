@@ -112,10 +112,19 @@ impl Store {
             Backend::Sqlite => {
                 ensure_sqlite_parent_dir(url)?;
                 let url = with_create_mode(url);
-                let write = sqlite_pool(&url, 1, WRITER_CACHE_KIB, opts).await?;
-                let read =
-                    sqlite_pool(&url, opts.max_connections.max(2), READER_CACHE_KIB, opts).await?;
-                let checkpointer = sqlite_pool(&url, 1, READER_CACHE_KIB, opts).await?;
+                let write = sqlite_pool(1, WRITER_CACHE_KIB, opts)
+                    .after_release(|conn, _| Box::pin(still_usable(conn)))
+                    .connect(&url)
+                    .await
+                    .map_err(StoreError::from)?;
+                let read = sqlite_pool(opts.max_connections.max(2), READER_CACHE_KIB, opts)
+                    .connect(&url)
+                    .await
+                    .map_err(StoreError::from)?;
+                let checkpointer = sqlite_pool(1, READER_CACHE_KIB, opts)
+                    .connect(&url)
+                    .await
+                    .map_err(StoreError::from)?;
                 Ok(Self {
                     read,
                     write,
@@ -215,12 +224,25 @@ const PAGE_SIZE: u32 = 32 * 1024;
 /// backstop, since `serve` checkpoints on a connection of its own.
 const WRITER_CHECKPOINT_PAGES: u32 = 64 * 1024 * 1024 / PAGE_SIZE;
 
-async fn sqlite_pool(
-    url: &str,
-    size: u32,
-    cache_kib: u32,
-    opts: &StoreOptions,
-) -> Result<AnyPool, StoreError> {
+/// Whether a writer connection handed back to the pool can begin a transaction. A
+/// COMMIT that fails for want of room (`SQLITE_FULL`) or on an I/O error is rolled back
+/// by SQLite itself; sqlx's own ROLLBACK then fails, and its count of open
+/// transactions stays at one, so every later `BEGIN` on that connection failed with
+/// "non-zero transaction depth" long after the disk had room again. Such a
+/// connection is closed and the pool opens a fresh one.
+async fn still_usable(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    match conn.begin_with("BEGIN DEFERRED").await {
+        Ok(tx) => {
+            tx.rollback().await?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// A pool of `size` connections to one SQLite file, each with these settings.
+fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(opts.acquire_timeout)
@@ -250,9 +272,6 @@ async fn sqlite_pool(
                 Ok(())
             })
         })
-        .connect(url)
-        .await
-        .map_err(StoreError::from)
 }
 
 /// SQLite refuses to create a file in a missing folder; create the folder first.
