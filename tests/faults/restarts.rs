@@ -79,7 +79,8 @@ async fn under_load(env: &Env, mut fault: impl FnMut()) -> (std::process::Child,
         token,
         env.base.clone(),
         0..CLAIMS,
-        Duration::from_millis(50),
+        // Paced so that intake lasts beyond the last fault.
+        Duration::from_millis(250),
     );
     for _ in 0..RESTARTS {
         let pause = rand::thread_rng().gen_range(300..900);

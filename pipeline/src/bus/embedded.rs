@@ -286,20 +286,27 @@ impl EmbeddedLog {
             .collect())
     }
 
-    /// Keeps only the latest record of each key of a compacted topic.
+    /// Keeps only the latest record of each key of a compacted topic, a partition per
+    /// statement: each statement holds the writer for a share of the topic, not all of
+    /// it.
     pub async fn compact(&self, topic: &TopicSpec) -> Result<u64, BusError> {
-        // The latest record of a key is its highest offset in its one partition.
-        let removed = sqlx::query(
-            "DELETE FROM bus_records WHERE topic = $1 AND (partition, \"offset\") NOT IN \
-             (SELECT partition, MAX(\"offset\") FROM bus_records WHERE topic = $2 \
-              GROUP BY partition, record_key)",
-        )
-        .bind(&topic.name)
-        .bind(&topic.name)
-        .execute(self.store.writer())
-        .await
-        .map_err(StoreError::from)?
-        .rows_affected();
+        let mut removed = 0;
+        for partition in 0..i64::from(topic.partitions) {
+            // The latest record of a key is its highest offset in its one partition.
+            removed += sqlx::query(
+                "DELETE FROM bus_records WHERE topic = $1 AND partition = $2 AND \"offset\" NOT IN \
+                 (SELECT MAX(\"offset\") FROM bus_records WHERE topic = $3 AND partition = $4 \
+                  GROUP BY record_key)",
+            )
+            .bind(&topic.name)
+            .bind(partition)
+            .bind(&topic.name)
+            .bind(partition)
+            .execute(self.store.writer())
+            .await
+            .map_err(StoreError::from)?
+            .rows_affected();
+        }
         Ok(removed)
     }
 
@@ -403,18 +410,23 @@ const COMPACT_AFTER_AT_LEAST: i64 = 10_000;
 struct Compactions(HashMap<String, (i64, i64)>);
 
 impl Compactions {
-    /// Compacts `topic` if it took enough new records since its last compaction (or
-    /// was never compacted by this process); answers the records removed.
+    /// Compacts `topic` if it took enough new records since its last compaction, or
+    /// since this process first looked; answers the records removed. A process does not
+    /// compact at first sight: every restart would then compact every compacted topic
+    /// in full, and a process restarted often would hold the writer for little gain.
     async fn maybe_compact(
         &mut self,
         log: &EmbeddedLog,
         topic: &TopicSpec,
     ) -> Result<u64, BusError> {
         let appended = log.appended(topic).await?;
-        if let Some((then, held)) = self.0.get(&topic.name) {
-            if appended - then < (*held).max(COMPACT_AFTER_AT_LEAST) {
-                return Ok(0);
-            }
+        let Some((then, held)) = self.0.get(&topic.name) else {
+            let held = log.held(topic).await?;
+            self.0.insert(topic.name.clone(), (appended, held));
+            return Ok(0);
+        };
+        if appended - then < (*held).max(COMPACT_AFTER_AT_LEAST) {
+            return Ok(0);
         }
         let removed = log.compact(topic).await?;
         let held = log.held(topic).await?;

@@ -556,6 +556,14 @@ impl KafkaConsumer {
         Ok(out)
     }
 
+    /// See [`super::Consumer::lost`].
+    pub fn lost(&self) -> Option<String> {
+        self.consumer
+            .client()
+            .fatal_error()
+            .map(|(code, reason)| format!("{code:?}: {reason}"))
+    }
+
     /// See [`super::Consumer::reassigned`].
     pub fn reassigned(&mut self) -> bool {
         let count = self.assigned.load(Ordering::Relaxed);

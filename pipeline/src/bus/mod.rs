@@ -129,6 +129,17 @@ impl Consumer {
         }
     }
 
+    /// Why this consumer can no longer take part in its group, if it cannot: on Kafka,
+    /// a fatal error of its client (another member with its `group.instance.id`
+    /// fenced it, as a broker that restarted and lost the group's members may believe).
+    /// Such a consumer never recovers; the runner joins the group afresh.
+    pub fn lost(&self) -> Option<String> {
+        match self {
+            Consumer::Embedded(_) => None,
+            Consumer::Kafka(c) => c.lost(),
+        }
+    }
+
     /// Marks these records processed: the group resumes after them.
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
         match self {

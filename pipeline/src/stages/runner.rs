@@ -117,18 +117,8 @@ pub async fn run<S: Stage>(
     dead_letter: TopicSpec,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), StageError> {
-    let mut attempt = 0;
-    let mut consumer = loop {
-        match bus.consumer(stage.name(), &[stage.input()]).await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(stage = stage.name(), error = %e, attempt, "Joining the group failed; retrying.");
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff(attempt)) => attempt += 1,
-                    _ = shutdown.changed() => return Ok(()),
-                }
-            }
-        }
+    let Some(mut consumer) = join(&stage, &bus, &mut shutdown).await else {
+        return Ok(());
     };
     loop {
         if *shutdown.borrow() {
@@ -142,10 +132,25 @@ pub async fn run<S: Stage>(
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(stage = stage.name(), error = %e, "Polling failed; retrying.");
-                tokio::time::sleep(backoff(3)).await;
-                continue;
+                if consumer.lost().is_none() {
+                    tokio::time::sleep(backoff(3)).await;
+                    continue;
+                }
+                Vec::new()
             }
         };
+        if let Some(why) = consumer.lost() {
+            // Nothing of the batch in hand is committed: its records go to whichever
+            // member has their partitions once this one has joined again.
+            tracing::error!(stage = stage.name(), reason = %why, "The consumer was put out of its group for good; joining it afresh.");
+            stage.settle().await;
+            drop(consumer);
+            let Some(fresh) = join(&stage, &bus, &mut shutdown).await else {
+                return Ok(());
+            };
+            consumer = fresh;
+            continue;
+        }
         if batch.is_empty() {
             continue;
         }
@@ -164,14 +169,21 @@ pub async fn run<S: Stage>(
                 }
             }
         }
-        if let Err(poison) = until_done(&mut stage, &batch, &mut consumer).await? {
-            tracing::warn!(stage = stage.name(), records = batch.len(), error = %poison, "A batch holds a record that cannot be processed; handling its records one at a time.");
-            stage.settle().await;
-            for record in &batch {
-                let one = std::slice::from_ref(record);
-                if let Err(poison) = until_done(&mut stage, one, &mut consumer).await? {
-                    stage.settle().await;
-                    park(stage.name(), &poison, record, &dead_letter, &mut consumer).await;
+        match until_done(&mut stage, &batch, &mut consumer).await? {
+            Done::Committed | Done::Lost => {}
+            Done::Poison(poison) => {
+                tracing::warn!(stage = stage.name(), records = batch.len(), error = %poison, "A batch holds a record that cannot be processed; handling its records one at a time.");
+                stage.settle().await;
+                for record in &batch {
+                    let one = std::slice::from_ref(record);
+                    match until_done(&mut stage, one, &mut consumer).await? {
+                        Done::Committed => {}
+                        Done::Lost => break,
+                        Done::Poison(poison) => {
+                            stage.settle().await;
+                            park(stage.name(), &poison, record, &dead_letter, &mut consumer).await;
+                        }
+                    }
                 }
             }
         }
@@ -180,19 +192,52 @@ pub async fn run<S: Stage>(
     Ok(())
 }
 
-/// Handles and commits `batch`, retrying transient failures with backoff: `Ok(Ok)`
-/// once done, `Ok(Err(reason))` when a record of it is poison, `Err` when fatal.
+/// Joins `stage`'s consumer group, retrying with backoff; `None` once `shutdown` turns.
+async fn join<S: Stage>(
+    stage: &S,
+    bus: &Bus,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Consumer> {
+    let mut attempt = 0;
+    loop {
+        match bus.consumer(stage.name(), &[stage.input()]).await {
+            Ok(c) => return Some(c),
+            Err(e) => {
+                tracing::warn!(stage = stage.name(), error = %e, attempt, "Joining the group failed; retrying.");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff(attempt)) => attempt += 1,
+                    _ = shutdown.changed() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// How handing a batch to its stage ended.
+enum Done {
+    /// Its outputs and offsets are committed.
+    Committed,
+    /// A record of it can never succeed as it is, for this reason.
+    Poison(String),
+    /// The consumer was put out of its group ([`Consumer::lost`]): nothing of the batch
+    /// is committed, and the runner joins again.
+    Lost,
+}
+
+/// Handles and commits `batch`, retrying transient failures with backoff until it is
+/// committed, a record of it is poison, or the consumer is lost; `Err` when fatal.
 async fn until_done<S: Stage>(
     stage: &mut S,
     batch: &[Record],
     consumer: &mut Consumer,
-) -> Result<Result<(), String>, StageError> {
+) -> Result<Done, StageError> {
     let mut attempt = 0;
     loop {
         match stage.handle_and_commit(batch, consumer).await {
-            Ok(()) => return Ok(Ok(())),
-            Err(StageError::Poison(reason)) => return Ok(Err(reason)),
+            Ok(()) => return Ok(Done::Committed),
+            Err(StageError::Poison(reason)) => return Ok(Done::Poison(reason)),
             Err(StageError::Fatal(e)) => return Err(StageError::Fatal(e)),
+            Err(StageError::Transient(_)) if consumer.lost().is_some() => return Ok(Done::Lost),
             Err(StageError::Transient(e)) => {
                 tracing::warn!(stage = stage.name(), error = %e, attempt, "Batch failed; retrying.");
                 tokio::time::sleep(backoff(attempt)).await;
