@@ -44,7 +44,7 @@ fn assert_only_503s(submitted: &Submitted) {
 /// service still running, the audit chain whole.
 async fn finish(
     env: &Env,
-    children: Vec<std::process::Child>,
+    children: Vec<crate::service::Running>,
     store: &Store,
     bus: &Bus,
     topics: &Topics,

@@ -67,7 +67,7 @@ async fn kafka_broker_killed_and_restarted_mid_load_loses_and_doubles_nothing() 
 /// Starts the service on `env`, sets the tenant up, streams `CLAIMS` claims and calls
 /// `fault` `RESTARTS` times while they stream. Answers the running service and what
 /// was submitted, once every claim has been accepted.
-async fn under_load(env: &Env, mut fault: impl FnMut()) -> (std::process::Child, Submitted) {
+async fn under_load(env: &Env, mut fault: impl FnMut()) -> (crate::service::Running, Submitted) {
     service::create_tenant(env);
     let client = service::client();
     let child = env.start();

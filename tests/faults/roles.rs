@@ -2,7 +2,6 @@
 //! PostgreSQL. Each process is SIGKILLed alone while claims stream in, and started again
 //! under the same name; the others carry on.
 
-use std::process::Child;
 use std::time::Duration;
 
 use pipeline::store::{Store, StoreOptions};
@@ -39,7 +38,7 @@ async fn each_role_killed_alone_loses_and_doubles_nothing() {
             _ => api.sibling(&format!("role-{role}"), dir.path()),
         })
         .collect();
-    let mut children: Vec<Child> = ROLES
+    let mut children: Vec<crate::service::Running> = ROLES
         .iter()
         .zip(&envs)
         .map(|(role, env)| env.start_roles(role))

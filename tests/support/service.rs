@@ -91,26 +91,28 @@ impl Env {
     }
 
     /// `claims serve` with every role.
-    pub fn start(&self) -> Child {
+    pub fn start(&self) -> Running {
         self.serve(&["serve"])
     }
 
     /// `claims serve --stages <roles>`.
-    pub fn start_roles(&self, roles: &str) -> Child {
+    pub fn start_roles(&self, roles: &str) -> Running {
         self.serve(&["serve", "--stages", roles])
     }
 
-    fn serve(&self, args: &[&str]) -> Child {
+    fn serve(&self, args: &[&str]) -> Running {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
             .unwrap();
-        self.command(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap()
+        Running(
+            self.command(args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// `claims admin verify-audit` walks the tenant's chain and says it holds.
@@ -163,6 +165,30 @@ pub fn log_tail(path: &Path) -> String {
     let log = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// A service process, SIGKILLed when dropped: a test that fails leaves none behind.
+#[derive(Debug)]
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 pub fn free_port() -> u16 {
