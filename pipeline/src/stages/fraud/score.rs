@@ -1,6 +1,6 @@
 //! The pure core: a claim's score from the features, and the state it moves.
 
-use super::members::{fingerprint, Remembered, Seen};
+use super::members::{fingerprint, fingerprint_hash, Remembered, Seen};
 use super::state::FraudState;
 use super::stats::ProviderStats;
 use super::MODEL_VERSION;
@@ -25,6 +25,7 @@ pub fn process(
     let provider_key = format!("{tenant}/{}", s.provider_id);
     let member_key = format!("{tenant}/{}", s.member_id);
     let fp = fingerprint(&claim);
+    let fp_hash = fingerprint_hash(&fp);
 
     let parts = state.providers.entry(provider_key.clone()).or_default();
     let redelivered = parts
@@ -73,11 +74,12 @@ pub fn process(
     let earlier = member
         .recent
         .iter()
-        .position(|seen| seen.claim_id == claim_id)
+        .position(|seen| *seen.claim_id == *claim_id)
         .unwrap_or(member.recent.len());
-    if let Some(dup) = member.recent[..earlier]
-        .iter()
-        .find(|seen| seen.fingerprint == fp)
+    if let Some(dup) = member
+        .recent
+        .range(..earlier)
+        .find(|seen| seen.fingerprint == fp_hash)
     {
         reasons.push(FraudReason {
             code: "NEAR_DUPLICATE".into(),
@@ -114,7 +116,7 @@ pub fn process(
         changed_providers.push((provider_key, at.0));
     }
     let member = state.members.entry(member_key.clone()).or_default();
-    let remembered = (!member.recent.iter().any(|seen| seen.claim_id == claim_id)).then(|| {
+    let remembered = (!member.recent.iter().any(|seen| *seen.claim_id == *claim_id)).then(|| {
         member.remember(
             member_key,
             Seen {

@@ -203,7 +203,7 @@ fn a_members_history_is_written_a_claim_at_a_time_and_rebuilds_from_what_compact
     assert_eq!(rebuilt, st.members);
     let m1 = &rebuilt["acme/M1"];
     assert_eq!(m1.recent.len(), MEMBER_MEMORY);
-    assert_eq!(m1.recent.last().unwrap().claim_id, format!("C{}", n - 1));
+    assert_eq!(&*m1.recent.back().unwrap().claim_id, format!("C{}", n - 1));
     assert_eq!(m1.next, (n - n / 3 - 1) as u64);
 }
 
@@ -233,7 +233,7 @@ fn a_whole_history_written_before_version_2_comes_before_the_claims_after_it() {
     let ids: Vec<&str> = members["acme/M1"]
         .recent
         .iter()
-        .map(|s| s.claim_id.as_str())
+        .map(|s| &*s.claim_id)
         .collect();
     assert_eq!(ids, ["OLD-1", "OLD-2", "NEW"]);
 }
