@@ -61,12 +61,12 @@ async fn a_full_disk_refuses_intake_with_503_and_recovers_when_space_returns() {
         submitted.accepted().len() <= accepted_while_full + 100,
         "intake kept accepting on a full disk"
     );
-    let ready = client
+    let live = client
         .get(format!("{}/health/live", env.base))
         .send()
         .await
         .unwrap();
-    assert!(ready.status().is_success(), "the process is alive");
+    assert!(live.status().is_success(), "the process is alive");
 
     std::fs::remove_file(&ballast).unwrap();
     if tokio::time::timeout(Duration::from_secs(120), during)

@@ -32,6 +32,18 @@ fn pg(bin: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// Runs `c` to its end; a failure panics with its output and `context()`.
+fn run(mut c: Command, context: impl FnOnce() -> String) {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}{}",
+        context(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn pg_bin_dir() -> PathBuf {
     let root = Path::new("/usr/lib/postgresql");
     let mut versions: Vec<u32> = std::fs::read_dir(root)
@@ -68,16 +80,12 @@ impl Postgres {
         }
         let bin = pg_bin_dir();
         let data_s = data.display().to_string();
-        let out = pg(
-            &bin.join("initdb"),
-            &["-D", &data_s, "-U", "postgres", "--auth=trust", "-N"],
-        )
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run(
+            pg(
+                &bin.join("initdb"),
+                &["-D", &data_s, "-U", "postgres", "--auth=trust", "-N"],
+            ),
+            || "initdb".into(),
         );
         let pg = Postgres {
             bin,
@@ -105,19 +113,17 @@ impl Postgres {
         );
         let data = self.data.display().to_string();
         let log = self.data.join("server.log").display().to_string();
-        let out = pg(
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D", &data, "-o", &opts, "-l", &log, "-w", "-t", "60", "start",
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl start: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            std::fs::read_to_string(&log).unwrap_or_default()
+        run(
+            pg(
+                &self.bin.join("pg_ctl"),
+                &[
+                    "-D", &data, "-o", &opts, "-l", &log, "-w", "-t", "60", "start",
+                ],
+            ),
+            || {
+                let server = std::fs::read_to_string(&log).unwrap_or_default();
+                format!("pg_ctl start (server log: {server})")
+            },
         );
     }
 
@@ -125,16 +131,12 @@ impl Postgres {
     /// backend gone at once), so that only what was flushed at commit survives.
     pub fn crash(&self) {
         let data = self.data.display().to_string();
-        let out = pg(
-            &self.bin.join("pg_ctl"),
-            &["-D", &data, "-m", "immediate", "-w", "stop"],
-        )
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl stop: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run(
+            pg(
+                &self.bin.join("pg_ctl"),
+                &["-D", &data, "-m", "immediate", "-w", "stop"],
+            ),
+            || "pg_ctl stop".into(),
         );
     }
 
@@ -274,13 +276,9 @@ impl SmallDisk {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().display().to_string();
         let opts = format!("size={size},mode=0777");
-        let out = privileged(&["mount", "-t", "tmpfs", "-o", &opts, "tmpfs", &path])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mounting a tmpfs needs root or sudo: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run(
+            privileged(&["mount", "-t", "tmpfs", "-o", &opts, "tmpfs", &path]),
+            || "mounting a tmpfs needs root or sudo".into(),
         );
         SmallDisk { dir }
     }
