@@ -7,11 +7,13 @@
 //! [`adjudicate`] with the member's year so far and applies the [`Usage`] it returns.
 //!
 //! Files: [`lines`] the adjudicator, [`pricing`] what the decide stage fixed before the
-//! member's year applies, [`usage`] a member's year and what each claim added to it,
+//! member's year applies, [`usage`] a member's year and what each claim added to it (each kept
+//! packed, [`packed`]),
 //! [`eligibility`] whether the member is covered on the service date.
 
 pub mod eligibility;
 pub mod lines;
+mod packed;
 pub mod pricing;
 #[cfg(test)]
 mod tests;

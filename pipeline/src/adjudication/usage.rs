@@ -3,9 +3,11 @@
 //! again (redelivery, a restart) is never counted twice, and a voided or replaced claim
 //! is taken out exactly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
+
+use super::packed::Packed;
 
 /// Amounts in minor units; visits are paid lines per procedure code.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,12 +117,12 @@ pub struct Counted {
 }
 
 /// A member's calendar year: the totals and the claims counted in them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct MemberYear {
     /// The sum of `claims`, kept so that reading it costs nothing.
     pub totals: Usage,
-    /// Each counted claim, by claim id.
-    pub claims: BTreeMap<String, Counted>,
+    /// Each counted claim, found by its id (see [`Packed`] for why packed).
+    claims: HashSet<Packed>,
     /// The place the next counted claim takes.
     pub next: u64,
 }
@@ -129,7 +131,7 @@ impl MemberYear {
     /// Counts `claim_id`'s usage. A claim counted already keeps its first usage: the
     /// answer is false and nothing changes.
     pub fn count(&mut self, claim_id: &str, usage: Usage) -> bool {
-        if self.claims.contains_key(claim_id) {
+        if self.claims.contains(claim_id.as_bytes()) {
             return false;
         }
         let seq = self.next;
@@ -141,8 +143,8 @@ impl MemberYear {
     pub fn restore(&mut self, claim_id: &str, counted: Counted) {
         self.next = self.next.max(counted.seq + 1);
         self.totals.add(&counted.usage);
-        if let Some(old) = self.claims.insert(claim_id.to_owned(), counted) {
-            self.totals.subtract(&old.usage);
+        if let Some(old) = self.claims.replace(Packed::new(claim_id, &counted)) {
+            self.totals.subtract(&old.counted().usage);
         }
     }
 
@@ -154,25 +156,25 @@ impl MemberYear {
 
     /// [`Self::reverse`], answering the claim's count as it was.
     pub fn take(&mut self, claim_id: &str) -> Option<Counted> {
-        let counted = self.claims.remove(claim_id)?;
+        let counted = self.claims.take(claim_id.as_bytes())?.counted();
         self.totals.subtract(&counted.usage);
         Some(counted)
     }
 
-    pub fn counted(&self, claim_id: &str) -> Option<&Counted> {
-        self.claims.get(claim_id)
+    pub fn counted(&self, claim_id: &str) -> Option<Counted> {
+        self.claims.get(claim_id.as_bytes()).map(Packed::counted)
     }
 
     /// The year as `claim_id` finds it: the claims counted before it, or all of them
     /// for a claim not counted yet. A claim seen again (a redelivery) is adjudicated
     /// against the same year as the first time, so it is decided the same way.
     pub fn before(&self, claim_id: &str) -> Usage {
-        let Some(own) = self.claims.get(claim_id) else {
+        let Some(own) = self.claims.get(claim_id.as_bytes()).map(Packed::seq) else {
             return self.totals.clone();
         };
         let mut year = Usage::default();
-        for c in self.claims.values().filter(|c| c.seq < own.seq) {
-            year.add(&c.usage);
+        for c in self.claims.iter().filter(|c| c.seq() < own) {
+            year.add(&c.counted().usage);
         }
         year
     }

@@ -60,10 +60,16 @@ pub struct MemberState {
 impl MemberState {
     /// Takes in a claim the member had not remembered: its record for the state topic.
     pub(super) fn remember(&mut self, member: String, seen: Seen) -> Remembered {
-        self.recent.push_back(Recent::of(&seen));
-        if self.recent.len() > MEMBER_MEMORY {
+        if self.recent.len() == MEMBER_MEMORY {
             self.recent.pop_front();
+        } else if self.recent.len() == self.recent.capacity() {
+            // Doubling as a push would, but never past MEMBER_MEMORY: a busy member's
+            // ring would otherwise hold room for 256.
+            let len = self.recent.len();
+            self.recent
+                .reserve_exact(len.max(4).min(MEMBER_MEMORY - len));
         }
+        self.recent.push_back(Recent::of(&seen));
         let position = self.next;
         self.next += 1;
         Remembered {

@@ -80,7 +80,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     }
     let year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year_of_service);
     let fresh = year.count(&d.claim_id, usage);
-    let counted = year.counted(&d.claim_id)?.clone();
+    let counted = year.counted(&d.claim_id)?;
     d.counted = Some((year_of_service, counted.usage.clone()));
     let entry = Entry {
         tenant_id: d.tenant_id.to_string(),
