@@ -20,8 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, claims, health, members, operations, plans, providers, rulebooks, tenant_settings,
-    uploads, users, webhooks, well_known, workflow,
+    audit, auth, claims, decisions, health, members, operations, plans, providers, rulebooks,
+    tenant_settings, uploads, users, webhooks, well_known, workflow,
 };
 use crate::state::AppState;
 
@@ -95,6 +95,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))
+        .routes(routes!(decisions::get_decision))
         .routes(routes!(uploads::upload, uploads::list_uploads))
         .routes(routes!(uploads::get_upload))
         .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))

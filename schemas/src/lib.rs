@@ -13,6 +13,7 @@ pub mod member;
 pub mod page;
 pub mod plan;
 pub mod provider;
+pub mod receipt;
 pub mod rulebook;
 pub mod scope;
 pub mod tenant;

@@ -30,6 +30,7 @@ mod openapi;
 mod pipeline;
 mod providers;
 mod rate_limits;
+mod receipts;
 mod rulebooks;
 mod tenant_settings;
 mod upload_processing;

@@ -20,7 +20,7 @@ crate::all_backends!(
     the_chain_verifies_after_a_thousand_claims_with_reviews,
 );
 
-const OFFICER: &str = "workflow:manage claims:read";
+pub(crate) const OFFICER: &str = "workflow:manage claims:read";
 
 /// Flags every claim over 100.00 for review.
 async fn flagging_tenant(app: &TestApp) -> Session {
@@ -48,7 +48,7 @@ fn user_id(s: &Session) -> String {
     jwt::parts(&s.access).1["sub"].as_str().unwrap().to_owned()
 }
 
-async fn claim_task(app: &TestApp, s: &Session, task: &str) -> crate::support::Reply {
+pub(crate) async fn claim_task(app: &TestApp, s: &Session, task: &str) -> crate::support::Reply {
     app.call(
         Method::POST,
         &format!("/workflow/tasks/{task}/claim"),
@@ -58,7 +58,12 @@ async fn claim_task(app: &TestApp, s: &Session, task: &str) -> crate::support::R
     .await
 }
 
-async fn transition(app: &TestApp, s: &Session, task: &str, body: Value) -> crate::support::Reply {
+pub(crate) async fn transition(
+    app: &TestApp,
+    s: &Session,
+    task: &str,
+    body: Value,
+) -> crate::support::Reply {
     app.call(
         Method::POST,
         &format!("/workflow/tasks/{task}/transition"),
@@ -69,7 +74,7 @@ async fn transition(app: &TestApp, s: &Session, task: &str, body: Value) -> crat
 }
 
 /// Polls the claim until it is `completed`.
-async fn completed(app: &TestApp, s: &Session, id: &str) -> Value {
+pub(crate) async fn completed(app: &TestApp, s: &Session, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let c = app.get(&format!("/claims/{id}"), &s.access).await.body;

@@ -21,6 +21,7 @@ use pipeline::intake::Admitted;
 use pipeline::model::ClaimSubmitted;
 use pipeline::store::{ClaimFilter, Unreplaceable};
 use schemas::claim::{Accepted, ClaimStatus, ClaimSubmission, ClaimView, Outcome};
+use schemas::receipt::FraudReasonView;
 use schemas::{Date, ErrorBody, Page, TenantId};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -334,15 +335,6 @@ pub async fn get_claim(
         .await?
         .map(Json)
         .ok_or_else(claim_not_found)
-}
-
-/// One reason of a fraud score.
-#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
-pub struct FraudReasonView {
-    pub code: String,
-    /// This feature's risk on its own, 0..1; the score combines them as a noisy-or.
-    pub contribution: f64,
-    pub detail: String,
 }
 
 /// The fraud analysis of a claim.

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod auth;
 pub mod claims;
+pub mod decisions;
 pub mod health;
 pub mod members;
 pub mod operations;

@@ -5,6 +5,7 @@
 
 use schemas::adjudication::carc;
 use schemas::member::Member;
+use schemas::receipt::EligibilityStatus;
 use schemas::Date;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,16 @@ pub enum Eligibility {
 }
 
 impl Eligibility {
+    /// As the decision receipt tells it.
+    pub fn status(self) -> EligibilityStatus {
+        match self {
+            Eligibility::Covered => EligibilityStatus::Covered,
+            Eligibility::NotCovered => EligibilityStatus::NotCovered,
+            Eligibility::Unknown => EligibilityStatus::Unknown,
+            Eligibility::Unlisted => EligibilityStatus::Unlisted,
+        }
+    }
+
     /// The decline a refusal ends in: reason code and CARC.
     pub fn refusal(self) -> Option<(&'static str, &'static str, &'static str)> {
         match self {

@@ -4,6 +4,7 @@
 
 use schemas::adjudication::LineView;
 use schemas::claim::{ClaimStatus, Outcome, Reason};
+use schemas::receipt::EligibilityStatus;
 use schemas::TenantId;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,10 @@ pub struct Decision {
     pub approved_amount: i64,
     pub fraud: Option<FraudScore>,
     pub reasons: Vec<Reason>,
+    /// The rulebook the automatic decision evaluated; empty on an officer's decision,
+    /// whose receipt reads it from the decision it [`reviews`](Self::reviews).
+    #[serde(default)]
+    pub rulebook_id: String,
     pub rulebook_version: i64,
     pub audit_id: String,
     pub task_id: Option<String>,
@@ -41,6 +46,14 @@ pub struct Decision {
     /// `approved_amount`. Empty in decisions written before lines were adjudicated.
     #[serde(default)]
     pub lines: Vec<LineView>,
+    /// The member's eligibility as the automatic decision found it; none for a claim
+    /// declined before it was checked, and on an officer's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligibility: Option<EligibilityStatus>,
+    /// On an officer's decision: the audit id of the automatic decision it reviewed,
+    /// which holds the rules' trace and the eligibility the receipt shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviews: Option<String>,
     /// The officer (user id) whose review made this decision; none for the automatic one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub officer: Option<String>,

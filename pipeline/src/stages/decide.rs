@@ -60,13 +60,14 @@ pub fn process(
         carc: None,
     };
 
-    let refusal = eligibility(
+    let checked = eligibility(
         member.map(|m| &*m.member),
         cmd.claim.service_date,
         settings.eligibility_required,
-    )
-    .refusal();
+    );
+    let refusal = checked.refusal();
     let replaced = cmd.claim.replaces_claim_id.as_ref().map(|c| c.as_str());
+    let voids = cmd.claim.frequency == Frequency::Void && replaced.is_some();
     let (outcome, blocking_rule) = if let (Frequency::Void, Some(replaced)) =
         (cmd.claim.frequency, replaced)
     {
@@ -235,6 +236,7 @@ pub fn process(
         approved_amount,
         fraud: claim.fraud.clone(),
         reasons,
+        rulebook_id: cmd.rulebook_id.clone(),
         rulebook_version: cmd.rulebook_version,
         audit_id,
         task_id,
@@ -247,6 +249,8 @@ pub fn process(
             .unwrap_or_default(),
         events,
         lines,
+        eligibility: (!voids && claim.rejection.is_none()).then(|| checked.status()),
+        reviews: None,
         officer: None,
         pricing,
         officer_amount: None,
@@ -607,7 +611,7 @@ mod tests {
     }
 
     #[test]
-    fn the_audit_record_traces_the_rules_that_matched_or_failed_and_counts_the_rest() {
+    fn the_audit_record_traces_every_rule_in_order_with_what_the_receipt_shows() {
         let entry = |id: &str, matched: bool, error: bool| TraceEntry {
             rule_id: id.into(),
             action: RuleAction::Flag,
@@ -635,8 +639,16 @@ mod tests {
             .iter()
             .map(|t| t["rule_id"].as_str().unwrap())
             .collect();
-        assert_eq!(traced, ["fired", "broken"]);
+        assert_eq!(traced, ["quiet-1", "fired", "quiet-2", "broken"]);
+        // A rule that did not match is written short.
+        assert_eq!(
+            details["trace"][0],
+            serde_json::json!({"rule_id": "quiet-1", "action": "flag", "matched": false})
+        );
         assert_eq!(details["rulebook_version"], 4);
+        assert_eq!(details["rulebook_id"], "rb");
+        assert_eq!(details["eligibility"], "unlisted");
+        assert_eq!(details["lines"], serde_json::to_value(&d.lines).unwrap());
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub fn process(
         approved_amount,
         fraud,
         reasons: claim.reasons.clone(),
+        rulebook_id: String::new(),
         rulebook_version: claim.rulebook_version,
         audit_id,
         task_id: Some(cmd.task_id.clone()),
@@ -105,6 +106,8 @@ pub fn process(
         trace: Vec::new(),
         events: vec![first],
         lines,
+        eligibility: None,
+        reviews: claim.audit_id.clone(),
         officer: Some(cmd.officer.clone()),
         officer_amount: pricing
             .as_ref()

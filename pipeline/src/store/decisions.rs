@@ -4,45 +4,50 @@
 //! claim, so a redelivered decision changes nothing.
 
 use schemas::claim::{ClaimStatus, Outcome};
+use schemas::receipt::EligibilityStatus;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
-use crate::model::Decision;
+use crate::model::{Decision, FraudScore};
 use crate::rules::TraceEntry;
 
 impl Decision {
     /// The decision's audit record.
     pub fn audit_entry(&self) -> AuditEntry {
-        self.audit_entry_with(&json(&self.reasons).unwrap_or_else(|| "[]".into()))
+        let lines = (!self.lines.is_empty())
+            .then(|| json(&self.lines))
+            .flatten();
+        self.audit_entry_with(
+            &json(&self.reasons).unwrap_or_else(|| "[]".into()),
+            lines.as_deref(),
+        )
     }
 
-    /// [`Self::audit_entry`] with the reasons as JSON already: the store writes them
-    /// with the claim too, and writing them once per claim is cheaper.
-    fn audit_entry_with(&self, reasons: &str) -> AuditEntry {
-        let reasons = serde_json::from_str::<&RawValue>(reasons).unwrap_or_else(|_| {
-            serde_json::from_str("[]").unwrap_or_else(|_| unreachable!("[] is JSON"))
-        });
+    /// [`Self::audit_entry`] with the reasons and the lines as JSON already: the store
+    /// writes them with the claim too, and writing them once per claim is cheaper.
+    fn audit_entry_with(&self, reasons: &str, lines: Option<&str>) -> AuditEntry {
         let (actor, action) = match (&self.officer, self.outcome) {
             (None, _) => ("pipeline", "claim.decided"),
             (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
             (Some(o), _) => (o.as_str(), "claim.approved"),
         };
-        // The rules that matched or failed; the others of the recorded rulebook version
-        // evaluated to false. Listing those too made the record several times larger
-        // (it is written for every claim) and told an auditor nothing the rulebook
-        // version does not.
         let details = DecisionDetails {
             approved_amount: self.approved_amount,
+            eligibility: self.eligibility,
+            fraud: self.fraud.as_ref(),
             fraud_score: self.fraud.as_ref().map(|f| f.fraud_score),
+            lines: lines.map(|l| raw(l, "[]")),
             outcome: self.outcome,
-            reasons,
+            reasons: raw(reasons, "[]"),
+            reviews: self.reviews.as_deref(),
+            rulebook_id: (!self.rulebook_id.is_empty()).then_some(self.rulebook_id.as_str()),
             rulebook_version: self.rulebook_version,
             rules_evaluated: self.trace.len(),
             status: self.status,
             task_id: self.task_id.as_deref(),
-            trace: self.trace.iter().filter(|t| t.matched || t.error).collect(),
+            trace: &self.trace,
         };
         AuditEntry {
             audit_id: self.audit_id.clone(),
@@ -57,23 +62,41 @@ impl Decision {
     }
 }
 
-/// The details of a decision's audit record. Its members come in the order of their
-/// names, as in the records written before it was a type of its own.
+/// `text` as JSON, or `or` should it not be JSON (it always is: the store serialised it).
+fn raw<'a>(text: &'a str, or: &'static str) -> &'a RawValue {
+    serde_json::from_str::<&RawValue>(text).unwrap_or_else(|_| {
+        serde_json::from_str(or).unwrap_or_else(|_| unreachable!("{or} is JSON"))
+    })
+}
+
+/// The details of a decision's audit record: everything its decision receipt shows
+/// (`GET /claims/{claim_id}/decision` is read from here alone, so it reads the same
+/// after a restart or a rebuild). Its members come in the order of their names, as in
+/// the records written before it was a type of its own.
 #[derive(Serialize)]
 struct DecisionDetails<'a> {
     approved_amount: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eligibility: Option<EligibilityStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fraud: Option<&'a FraudScore>,
     fraud_score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lines: Option<&'a RawValue>,
     outcome: Outcome,
     reasons: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reviews: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rulebook_id: Option<&'a str>,
     rulebook_version: i64,
     rules_evaluated: usize,
     status: ClaimStatus,
     task_id: Option<&'a str>,
-    /// The rules that matched or failed; the others of the recorded rulebook version
-    /// evaluated to false. Listing those too made the record several times larger (it
-    /// is written for every claim) and told an auditor nothing the rulebook version
-    /// does not.
-    trace: Vec<&'a TraceEntry>,
+    /// Every rule of the rulebook in order. (Records written before receipts kept only
+    /// the rules that matched or failed; the others of that rulebook version evaluated
+    /// to false.) A rule that did not match is written short: see [`TraceEntry`].
+    trace: &'a [TraceEntry],
 }
 
 /// Decisions per statement: 14 bound values a row stays well under SQLite's 32,766.
@@ -125,7 +148,7 @@ impl<'a> PreparedDecisions<'a> {
             .collect();
         let entries = rows
             .iter()
-            .map(|r| r.d.audit_entry_with(&r.reasons).into())
+            .map(|r| r.d.audit_entry_with(&r.reasons, r.lines.as_deref()).into())
             .collect();
         Self { rows, entries }
     }
