@@ -60,6 +60,16 @@ pub async fn submit(app: &TestApp, s: &Session, body: Value) -> Reply {
         .await
 }
 
+pub async fn submit_batch(app: &TestApp, s: &Session, items: Vec<Value>) -> Reply {
+    app.call(
+        Method::POST,
+        "/claims/batch",
+        Some(&s.access),
+        Some(Value::Array(items)),
+    )
+    .await
+}
+
 async fn an_accepted_claim_is_durable_readable_and_on_the_intake_topic(b: Backend) {
     let app = TestApp::spawn(b).await;
     let s = ready_tenant(&app, "acme").await;

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::benefits::plan_and_member;
-use crate::claims::{ready_tenant, submit};
+use crate::claims::{ready_tenant, submit, submit_batch};
 use crate::pipeline::decided;
 use crate::support::{Backend, Session, TestApp};
 use crate::workflow::{claim_task, completed, transition, OFFICER};
@@ -189,14 +189,7 @@ async fn receipts_of_a_hundred_claims_agree_with_them_and_read_the_same_after_a_
                    "metadata": {"nope": "y"}, "lines": lines})
         })
         .collect();
-    let r = first
-        .call(
-            Method::POST,
-            "/claims/batch",
-            Some(&s.access),
-            Some(json!(items)),
-        )
-        .await;
+    let r = submit_batch(&first, &s, items).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let mut before = BTreeMap::new();
     let mut outcomes = BTreeMap::<String, usize>::new();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::claims::{claim, ready_tenant};
+use crate::claims::{claim, ready_tenant, submit_batch};
 use crate::pipeline::{decided, events};
 use crate::support::{jwt, Backend, Session, TestApp};
 
@@ -542,14 +542,7 @@ async fn the_chain_verifies_after_a_thousand_claims_with_reviews(b: Backend) {
             c
         })
         .collect();
-    let r = app
-        .call(
-            Method::POST,
-            "/claims/batch",
-            Some(&s.access),
-            Some(json!(items)),
-        )
-        .await;
+    let r = submit_batch(&app, &s, items).await;
     assert_eq!(r.body["accepted"], 1000, "{}", r.body);
 
     // Officers work through the queue as it fills, alternating approvals and declines,
