@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::benefits::plan_and_member;
