@@ -16,11 +16,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use support::{
-    claim, create_bench_user, free_port, login, seed, service_envs, service_store, undecided,
-    wait_ready,
+    claim, create_bench_user, free_port, login, seed, send_batches, service_envs, service_store,
+    undecided, wait_ready,
 };
 
 mod support;
@@ -125,20 +124,11 @@ async fn run() {
     // webhook has arrived. (Larger requests, or no webhooks, would measure a maximum
     // the open loop's stream cannot reach, and half of it would be no light load.)
     let started = Instant::now();
-    stream::iter((0..MAX_CLAIMS).step_by(per_request))
-        .map(|start| {
-            let items: Vec<Value> = (start..(start + per_request).min(MAX_CLAIMS))
-                .map(claim)
-                .collect();
-            let req = client
-                .post(format!("{base}/claims/batch"))
-                .bearer_auth(&token)
-                .json(&items);
-            async move { assert!(req.send().await.unwrap().status().is_success()) }
-        })
-        .buffer_unordered(16)
-        .collect::<()>()
-        .await;
+    let accepted = send_batches(&client, &base, &token, MAX_CLAIMS, per_request, 16).await;
+    assert_eq!(
+        accepted, MAX_CLAIMS,
+        "every claim of the maximum's load accepted"
+    );
     while undecided(&store).await || arrived.lock().unwrap().len() < MAX_CLAIMS {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

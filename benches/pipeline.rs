@@ -13,10 +13,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use serde_json::{json, Value};
+use serde_json::json;
 use support::{
-    claim, create_bench_user, free_port, login, peak_rss_mib, seed, service_envs, service_store,
-    spawn_hello_world, store_bytes, store_ceiling, undecided, wait_ready, CpuMark, MEMBERS,
+    claim, create_bench_user, free_port, login, peak_rss_mib, seed, send_batches, service_envs,
+    service_store, spawn_hello_world, store_bytes, store_ceiling, undecided, wait_ready, CpuMark,
+    MEMBERS,
 };
 
 mod support;
@@ -141,23 +142,7 @@ async fn run() {
     let cpu = CpuMark::now(child.id());
     let rss = support::RssSampler::start(child.id());
     let started = Instant::now();
-    let accepted: usize = stream::iter((0..n).step_by(BATCH))
-        .map(|start| {
-            let items: Vec<Value> = (start..(start + BATCH).min(n)).map(claim).collect();
-            let f = client
-                .post(format!("{base}/claims/batch"))
-                .bearer_auth(&token)
-                .json(&items)
-                .send();
-            async move {
-                f.await.unwrap().json::<Value>().await.unwrap()["accepted"]
-                    .as_u64()
-                    .unwrap() as usize
-            }
-        })
-        .buffer_unordered(BATCH_CONCURRENCY)
-        .fold(0, |a, b| async move { a + b })
-        .await;
+    let accepted = send_batches(&client, &base, &token, n, BATCH, BATCH_CONCURRENCY).await;
     let batch_secs = started.elapsed().as_secs_f64();
     assert_eq!(accepted, n, "every batched claim accepted");
     println!(

@@ -322,6 +322,36 @@ impl RssSampler {
 /// Members the claims are spread over, all on one plan.
 pub const MEMBERS: usize = 5000;
 
+/// Sends claims `0..n` ([`claim`]) closed loop: requests of `per_request` claims to
+/// `POST /claims/batch`, `in_flight` at once. Answers how many were accepted.
+pub async fn send_batches(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    n: usize,
+    per_request: usize,
+    in_flight: usize,
+) -> usize {
+    use futures::stream::{self, StreamExt};
+    stream::iter((0..n).step_by(per_request))
+        .map(|start| {
+            let items: Vec<Value> = (start..(start + per_request).min(n)).map(claim).collect();
+            let f = client
+                .post(format!("{base}/claims/batch"))
+                .bearer_auth(token)
+                .json(&items)
+                .send();
+            async move {
+                f.await.unwrap().json::<Value>().await.unwrap()["accepted"]
+                    .as_u64()
+                    .unwrap() as usize
+            }
+        })
+        .buffer_unordered(in_flight)
+        .fold(0, |a, b| async move { a + b })
+        .await
+}
+
 pub fn claim(i: usize) -> Value {
     let amount = 1000 + (i as i64 * 7919) % 90_000;
     json!({
