@@ -113,18 +113,18 @@ impl Store {
         match backend {
             Backend::Sqlite => {
                 ensure_sqlite_parent_dir(url)?;
-                let url = with_create_mode(url);
+                let options = connect_options(&with_create_mode(url))?;
                 let write = sqlite_pool(1, WRITER_CACHE_KIB, opts)
                     .after_release(|conn, _| Box::pin(still_usable(conn)))
-                    .connect(&url)
+                    .connect_with(options.clone())
                     .await
                     .map_err(StoreError::from)?;
                 let read = sqlite_pool(opts.max_connections.max(2), READER_CACHE_KIB, opts)
-                    .connect(&url)
+                    .connect_with(options.clone())
                     .await
                     .map_err(StoreError::from)?;
                 let checkpointer = sqlite_pool(1, READER_CACHE_KIB, opts)
-                    .connect(&url)
+                    .connect_with(options)
                     .await
                     .map_err(StoreError::from)?;
                 Ok(Self {
@@ -138,7 +138,7 @@ impl Store {
                 let pool = AnyPoolOptions::new()
                     .max_connections(opts.max_connections)
                     .acquire_timeout(opts.acquire_timeout)
-                    .connect(url)
+                    .connect_with(connect_options(url)?)
                     .await
                     .map_err(StoreError::from)?;
                 Ok(Self {
@@ -274,6 +274,17 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 Ok(())
             })
         })
+}
+
+/// The URL's connect options, with slow statements logged at debug rather than sqlx's
+/// warning: the warning carries the statement's whole text, and under load a batch's
+/// thousand-row statement wrote some 100 KB per log line.
+fn connect_options(url: &str) -> Result<sqlx::any::AnyConnectOptions, StoreError> {
+    use sqlx::ConnectOptions;
+    let options: sqlx::any::AnyConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| StoreError::Config(format!("database URL: {e}")))?;
+    Ok(options.log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1)))
 }
 
 /// SQLite refuses to create a file in a missing folder; create the folder first.
