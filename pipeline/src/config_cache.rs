@@ -84,6 +84,13 @@ impl std::fmt::Debug for ConfigCache {
 #[error(transparent)]
 pub struct CacheError(#[from] Arc<StoreError>);
 
+impl CacheError {
+    /// The store's error the loader met.
+    pub fn cause(&self) -> &StoreError {
+        &self.0
+    }
+}
+
 impl ConfigCache {
     pub fn new(store: Store, ttl: Duration) -> Self {
         Self {

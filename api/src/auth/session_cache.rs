@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use moka::future::Cache;
 use pipeline::clock::now_ms;
-use pipeline::store::{SessionState, Store};
+use pipeline::store::{SessionState, Store, StoreError};
 
 use crate::http::error::ApiError;
 
@@ -40,7 +40,12 @@ impl SessionCache {
                 Ok(store.session_state(session_id).await?.map(Arc::new))
             })
             .await
-            .map_err(|e| ApiError::Internal(Box::new(ArcError(e))))?;
+            .map_err(|e| match &*e {
+                // A session read while the database restarts is worth a retry, as any
+                // other read then is: 503, not 500.
+                StoreError::Unavailable(cause) => ApiError::store_unavailable(cause),
+                _ => ApiError::Internal(Box::new(ArcError(e))),
+            })?;
         Ok(state.filter(|s| s.is_live(now_ms())))
     }
 
@@ -52,7 +57,7 @@ impl SessionCache {
 
 /// moka shares one loader error among waiters as an `Arc`.
 #[derive(Debug)]
-struct ArcError(std::sync::Arc<pipeline::store::StoreError>);
+struct ArcError(std::sync::Arc<StoreError>);
 
 impl std::fmt::Display for ArcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

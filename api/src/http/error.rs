@@ -236,14 +236,28 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound => ApiError::NotFound,
-            StoreError::Unavailable(cause) => {
-                // The client is told to retry; the operator learns why (a restarting
-                // database, a full disk) from the log.
-                tracing::warn!(error = %cause, "The store is unavailable; answering 503.");
-                ApiError::Unavailable
-            }
+            StoreError::Unavailable(cause) => ApiError::store_unavailable(&cause),
             other => ApiError::internal(other),
         }
+    }
+}
+
+/// A configuration read that failed: 503 while the store is away, as any read then.
+impl From<pipeline::config_cache::CacheError> for ApiError {
+    fn from(e: pipeline::config_cache::CacheError) -> Self {
+        match e.cause() {
+            StoreError::Unavailable(cause) => ApiError::store_unavailable(cause),
+            _ => ApiError::internal(e),
+        }
+    }
+}
+
+impl ApiError {
+    /// 503 for a store that is away for a while. The client is told to retry; the
+    /// operator learns why (a restarting database, a full disk) from the log.
+    pub fn store_unavailable(cause: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "The store is unavailable; answering 503.");
+        ApiError::Unavailable
     }
 }
 

@@ -111,8 +111,7 @@ async fn check(
     let contracted = state
         .config_cache
         .contracted(tenant_id, claim.provider_id.as_str(), today)
-        .await
-        .map_err(ApiError::internal)?;
+        .await?;
     if contracted.is_none() {
         return Err(not_contracted());
     }
@@ -151,11 +150,7 @@ pub async fn intake(
     who: Authorized<ClaimsWrite>,
     Json(claim): Json<ClaimSubmission>,
 ) -> Result<Response, ApiError> {
-    let rulebook = state
-        .config_cache
-        .active_rulebook(&who.tenant_id)
-        .await
-        .map_err(ApiError::internal)?;
+    let rulebook = state.config_cache.active_rulebook(&who.tenant_id).await?;
     let now = now_ms();
     let command = check(
         &state,
@@ -285,11 +280,7 @@ async fn check_batch(
             field: None,
         });
     }
-    let rulebook = state
-        .config_cache
-        .active_rulebook(tenant_id)
-        .await
-        .map_err(ApiError::internal)?;
+    let rulebook = state.config_cache.active_rulebook(tenant_id).await?;
     let (today, now) = (Date::today_utc(), now_ms());
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(items.len());
     let mut commands = Vec::new();

@@ -90,8 +90,7 @@ pub async fn upload(
     let limit = state
         .config_cache
         .settings(&who.tenant_id)
-        .await
-        .map_err(ApiError::internal)?
+        .await?
         .max_upload_bytes;
     let received = receive(&state, body, boundary, limit).await?;
 
