@@ -80,7 +80,7 @@ async fn a_full_disk_refuses_intake_with_503_and_recovers_when_space_returns() {
         );
     }
     assert_eq!(submitted.accepted().len(), 1500);
-    assert_only_503s(&submitted);
+    assert_only_503s(&env, &submitted);
     let store = Store::connect(&url, &StoreOptions::default())
         .await
         .unwrap();

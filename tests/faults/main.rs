@@ -29,11 +29,12 @@ use pipeline::topics::Topics;
 use service::{Env, Submitted};
 
 /// Every batch intake refused while a dependency was away was refused with 503
-/// `SERVICE_UNAVAILABLE` in the spec's error body, never a 500.
-fn assert_only_503s(submitted: &Submitted) {
+/// `SERVICE_UNAVAILABLE` in the spec's error body, never a 500 (whose cause is in the
+/// service's log, shown with the failure).
+fn assert_only_503s(env: &Env, submitted: &Submitted) {
     let refusals = submitted.refusals.lock().unwrap().clone();
     for (status, body) in &refusals {
-        assert_eq!(*status, 503, "{body}");
+        assert_eq!(*status, 503, "{body}\n{}", service::log_tail(&env.log));
         assert_eq!(body["error"]["code"], "SERVICE_UNAVAILABLE", "{body}");
         assert!(body["error"]["message"].is_string(), "{body}");
         assert!(body["error"]["request_id"].is_string(), "{body}");

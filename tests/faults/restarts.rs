@@ -27,7 +27,7 @@ async fn postgres_crashed_and_restarted_mid_load_loses_and_doubles_nothing() {
         pg.restart_after_crash(Duration::from_millis(700));
     })
     .await;
-    assert_only_503s(&submitted);
+    assert_only_503s(&env, &submitted);
     let store = Store::connect(&url, &StoreOptions::default())
         .await
         .unwrap();
@@ -59,7 +59,7 @@ async fn kafka_broker_killed_and_restarted_mid_load_loses_and_doubles_nothing() 
     let store = Store::connect(&db.url, &StoreOptions::default())
         .await
         .unwrap();
-    assert_only_503s(&submitted);
+    assert_only_503s(&env, &submitted);
     let (bus, topics) = service::bus(Backend::Kafka, &store, &addr, &prefix);
     finish(&env, vec![child], &store, &bus, &topics, &submitted).await;
 }
