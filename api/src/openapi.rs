@@ -20,8 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, claims, decisions, health, members, operations, plans, providers, rulebooks,
-    tenant_settings, uploads, users, webhooks, well_known, workflow,
+    audit, auth, backtests, claims, decisions, health, members, operations, plans, providers,
+    rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow,
 };
 use crate::state::AppState;
 
@@ -90,6 +90,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rulebooks::active_rulebook))
         .routes(routes!(rulebooks::get_rulebook))
         .routes(routes!(rulebooks::publish_rulebook))
+        .routes(routes!(backtests::backtest_rulebook))
         .routes(routes!(claims::intake))
         .routes(routes!(claims::batch))
         .routes(routes!(claims::list_claims))

@@ -2,6 +2,7 @@
 //! role (tenants, users, sessions, keys; later the snapshots the stages write).
 
 pub mod adjudication;
+pub mod backtest;
 pub mod bus;
 pub mod clock;
 pub mod config_cache;
@@ -9,6 +10,7 @@ pub mod cpu;
 pub mod dead_letters;
 pub mod intake;
 pub mod model;
+pub mod redecide;
 pub mod retry;
 pub mod rules;
 pub mod stages;

@@ -101,7 +101,7 @@ topic_schema!(DOMAIN_EVENT, "domain-event", ["1"]);
 topic_schema!(REJECTED, "rejected", ["1"]);
 topic_schema!(CLAIM_SUBMITTED, "claim-submitted", ["1", "2", "3"]);
 topic_schema!(CLAIM_IN_PROCESS, "claim-in-process", ["1", "2", "3", "4"]);
-topic_schema!(DECISION, "decision", ["1", "2", "3", "4"]);
+topic_schema!(DECISION, "decision", ["1", "2", "3", "4", "5"]);
 topic_schema!(PROVIDER_STATS, "provider-stats", ["1"]);
 topic_schema!(MEMBER_STATE, "member-state", ["1", "2"]);
 topic_schema!(SUBMISSION, "submission", ["1", "2", "3"]);

@@ -261,7 +261,7 @@ impl ClaimStatus {
 }
 
 /// The decision (contract: Claims; outcome values upper case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Outcome {
     Adjudicated,

@@ -5,6 +5,7 @@
 pub mod adjudication;
 pub mod auth;
 pub mod avro;
+pub mod backtest;
 pub mod claim;
 pub mod date;
 pub mod error;

@@ -11,6 +11,7 @@ mod admin_cli;
 mod analyst;
 mod auth_login;
 mod auth_session;
+mod backtests;
 mod benefits;
 mod claims;
 mod config_cache;

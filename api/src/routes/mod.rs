@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod backtests;
 pub mod claims;
 pub mod decisions;
 pub mod health;

@@ -31,6 +31,16 @@ impl Eligibility {
         }
     }
 
+    /// From the status a decision recorded (a claim decided again on its facts).
+    pub fn of_status(status: EligibilityStatus) -> Self {
+        match status {
+            EligibilityStatus::Covered => Eligibility::Covered,
+            EligibilityStatus::NotCovered => Eligibility::NotCovered,
+            EligibilityStatus::Unknown => Eligibility::Unknown,
+            EligibilityStatus::Unlisted => Eligibility::Unlisted,
+        }
+    }
+
     /// The decline a refusal ends in: reason code and CARC.
     pub fn refusal(self) -> Option<(&'static str, &'static str, &'static str)> {
         match self {

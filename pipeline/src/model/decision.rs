@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use super::event::{DomainEvent, EventKind, Json};
 use crate::adjudication::{Pricing, Usage};
-use crate::model::{member_key, FraudScore};
+use crate::model::{member_key, DecisionFacts, FraudScore};
 use crate::rules::TraceEntry;
 
 /// The decision on one claim, as the snapshot writer stores it.
@@ -68,6 +68,10 @@ pub struct Decision {
     /// snapshot stage takes out of the member's year first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces_claim_id: Option<String>,
+    /// On the automatic decision: what it was decided with besides the claim, kept
+    /// with the claim for backtests and reprocessing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<DecisionFacts>>,
     /// Set by the snapshot stage when the decision counts in the member's year: the
     /// year and the claim's usage, for the store's copy of the accumulators.
     #[serde(skip)]

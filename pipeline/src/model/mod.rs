@@ -6,11 +6,13 @@
 pub mod claim;
 pub mod decision;
 pub mod event;
+pub mod facts;
 pub mod fraud;
 pub mod ids;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
 pub use decision::Decision;
 pub use event::{DomainEvent, EventKind, Json};
+pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};
 pub use ids::{derived_id, ordered_id};

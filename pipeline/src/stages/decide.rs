@@ -19,14 +19,18 @@ use schemas::adjudication::{carc, LineView};
 use schemas::claim::{ClaimStatus, Frequency, Outcome, Reason};
 use schemas::tenant::TenantSettings;
 
+use super::rules::member_facts;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
 use crate::adjudication::{
-    adjudicate_views, approved_total, eligibility, Cap, Denial, Pricing, Verdict,
+    adjudicate_views, approved_total, eligibility, Cap, Denial, Eligibility, Pricing, Verdict,
 };
 use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::{ConfigCache, MemberPlan};
-use crate::model::{ordered_id, ClaimInProcess, Decision, DomainEvent, EventKind};
+use crate::model::{
+    ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind, PlanFacts,
+};
+use crate::rules::ContractFacts;
 use crate::topics::Topics;
 
 /// Review priority: higher first; fraud risk weighs most, then the amount at stake.
@@ -37,12 +41,69 @@ pub fn priority(fraud_score: f64, amount: i64) -> i64 {
 }
 
 /// The pure core. `member` is the claim's member on the tenant's roster, if listed.
+/// The decision carries the facts it was made with (see [`DecisionFacts`]).
 pub fn process(
     claim: &ClaimInProcess,
     settings: &TenantSettings,
     member: Option<&MemberPlan>,
     now_ms: i64,
 ) -> Decision {
+    let mut facts = facts_of(claim, settings, member);
+    let mut decision = decide(claim, &facts, now_ms);
+    facts.outcome = Some(decision.outcome);
+    facts.approved_amount = decision.approved_amount;
+    decision.facts = Some(Box::new(facts));
+    decision
+}
+
+/// What deciding `claim` reads besides itself, gathered from the tenant's settings and
+/// roster.
+pub fn facts_of(
+    claim: &ClaimInProcess,
+    settings: &TenantSettings,
+    member: Option<&MemberPlan>,
+) -> DecisionFacts {
+    let submission = &claim.submitted.claim;
+    let service_date = submission.service_date;
+    let void = submission.frequency == Frequency::Void && submission.replaces_claim_id.is_some();
+    let checked = eligibility(
+        member.map(|m| &*m.member),
+        service_date,
+        settings.eligibility_required,
+    );
+    DecisionFacts {
+        provider: claim.provider.clone(),
+        contract: claim.contract.as_ref().map(|c| ContractFacts {
+            contract_id: c.contract_id.clone(),
+            fee_schedule: submission
+                .lines
+                .iter()
+                .filter_map(|l| {
+                    let code = l.procedure_code.as_str();
+                    Some((code.to_owned(), *c.fee_schedule.get(code)?))
+                })
+                .collect(),
+        }),
+        rejection: claim.rejection.clone(),
+        member_history: claim.member_history.unwrap_or_default(),
+        member: member.map(|m| member_facts(m, service_date)),
+        eligibility: (!void && claim.rejection.is_none()).then(|| checked.status()),
+        plan: member.and_then(|m| m.plan.as_deref()).map(|p| PlanFacts {
+            plan_id: p.plan_id.clone(),
+            benefits: p.benefits.clone(),
+        }),
+        year_before: None,
+        fraud_flag_threshold: settings.fraud_flag_threshold,
+        auto_approve_below: settings.auto_approve_below,
+        outcome: None,
+        approved_amount: 0,
+    }
+}
+
+/// Decides `claim` (its rules evaluated, its fraud scored) on `facts`: a new claim on
+/// the facts [`facts_of`] gathered, a claim decided before on the facts kept with it.
+/// The decision is the automatic one, version 1, with ids derived from the claim.
+pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Decision {
     let cmd = &claim.submitted;
     let (tenant_id, claim_id) = (&cmd.tenant_id, cmd.claim.claim_id.as_str());
     let amount = cmd.claim.claim_amount;
@@ -60,14 +121,10 @@ pub fn process(
         carc: None,
     };
 
-    let checked = eligibility(
-        member.map(|m| &*m.member),
-        cmd.claim.service_date,
-        settings.eligibility_required,
-    );
-    let refusal = checked.refusal();
+    let refusal = facts
+        .eligibility
+        .and_then(|s| Eligibility::of_status(s).refusal());
     let replaced = cmd.claim.replaces_claim_id.as_ref().map(|c| c.as_str());
-    let voids = cmd.claim.frequency == Frequency::Void && replaced.is_some();
     let (outcome, blocking_rule) = if let (Frequency::Void, Some(replaced)) =
         (cmd.claim.frequency, replaced)
     {
@@ -94,7 +151,7 @@ pub fn process(
         (Outcome::Declined, None)
     } else {
         let ev = claim.rules.clone().unwrap_or_default();
-        let fraud_flag = fraud_score >= settings.fraud_flag_threshold;
+        let fraud_flag = fraud_score >= facts.fraud_flag_threshold;
         // Every matching rule contributes its reason code (contract: Claims).
         for h in ev
             .blocks
@@ -141,10 +198,7 @@ pub fn process(
         } else if !ev.declines.is_empty() {
             (Outcome::Declined, None)
         } else if !ev.flags.is_empty() || !ev.errors.is_empty() || fraud_flag {
-            if settings
-                .auto_approve_below
-                .is_some_and(|limit| amount < limit)
-            {
+            if facts.auto_approve_below.is_some_and(|limit| amount < limit) {
                 reasons.push(Reason {
                     source: "rule".into(),
                     code: "AUTO_APPROVED".into(),
@@ -161,7 +215,7 @@ pub fn process(
         }
     };
     let pricing = match outcome {
-        Outcome::Adjudicated | Outcome::Flagged => member.and_then(|m| pricing(claim, m)),
+        Outcome::Adjudicated | Outcome::Flagged => facts.plan.as_ref().map(|p| pricing(claim, p)),
         _ => None,
     };
     // A claim priced against its member's plan has its lines adjudicated where the
@@ -249,12 +303,13 @@ pub fn process(
             .unwrap_or_default(),
         events,
         lines,
-        eligibility: (!voids && claim.rejection.is_none()).then(|| checked.status()),
+        eligibility: facts.eligibility,
         reviews: None,
         officer: None,
         pricing,
         officer_amount: None,
         replaces_claim_id: replaced.map(str::to_owned),
+        facts: None,
         counted: None,
         lines_json: None,
     };
@@ -270,8 +325,7 @@ pub fn process(
 }
 
 /// What the snapshot stage needs to apply the member's plan to the claim's lines.
-fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
-    let plan = m.plan.as_ref()?;
+fn pricing(claim: &ClaimInProcess, plan: &PlanFacts) -> Pricing {
     let submission = &claim.submitted.claim;
     let fee_schedule = claim
         .contract
@@ -287,8 +341,8 @@ fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
                 .collect()
         })
         .unwrap_or_default();
-    Some(Pricing {
-        member_id: m.member.member_id.clone(),
+    Pricing {
+        member_id: submission.member_id.to_string(),
         plan_id: plan.plan_id.clone(),
         benefits: plan.benefits.clone(),
         year: submission.service_date.year(),
@@ -296,7 +350,7 @@ fn pricing(claim: &ClaimInProcess, m: &MemberPlan) -> Option<Pricing> {
         // A claim submitted without lines has one.
         denials: line_denials(claim, submission.lines.len().max(1)),
         cap: cap(claim),
-    })
+    }
 }
 
 /// An `adjust` rule's cap on the claim's total, with the first adjusting rule's CARC

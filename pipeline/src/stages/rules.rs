@@ -18,10 +18,22 @@ use crate::topics::Topics;
 /// The pure core: `rulebook` is the one recorded at intake; `member` the claim's member
 /// on the roster, when the rulebook reads it.
 pub fn process(
-    mut claim: ClaimInProcess,
+    claim: ClaimInProcess,
     rulebook: &CompiledRulebook,
     history: MemberHistory,
     member: Option<&MemberPlan>,
+) -> ClaimInProcess {
+    let member = member.map(|m| member_facts(m, claim.submitted.claim.service_date));
+    evaluate(claim, rulebook, history, member)
+}
+
+/// [`process`] with the member as a rule sees it: also a claim decided again on the
+/// facts kept with it (see [`crate::model::DecisionFacts`]).
+pub fn evaluate(
+    mut claim: ClaimInProcess,
+    rulebook: &CompiledRulebook,
+    history: MemberHistory,
+    member: Option<MemberFacts>,
 ) -> ClaimInProcess {
     if claim.rejection.is_some() {
         return claim;
@@ -52,16 +64,21 @@ pub fn process(
         provider: claim.provider.clone().unwrap_or_default(),
         contract: claim.contract.clone().unwrap_or_default(),
         member_history: history,
-        member: member.map(|m| MemberFacts {
-            age: m.member.date_of_birth.years_until(s.service_date),
-            sex: m.member.sex.as_str().to_owned(),
-            plan_id: m.member.plan_id.clone(),
-        }),
+        member,
         line: None,
     };
     claim.rules = Some(rulebook.evaluate(&input));
     claim.member_history = Some(history);
     claim
+}
+
+/// The member as a rule sees it on `service_date`.
+pub fn member_facts(m: &MemberPlan, service_date: schemas::Date) -> MemberFacts {
+    MemberFacts {
+        age: m.member.date_of_birth.years_until(service_date),
+        sex: m.member.sex.as_str().to_owned(),
+        plan_id: m.member.plan_id.clone(),
+    }
 }
 
 #[derive(Debug, Clone)]

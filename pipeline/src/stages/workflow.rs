@@ -115,6 +115,7 @@ pub fn process(
             .filter(|_| outcome == Outcome::Approved),
         pricing: pricing.filter(|_| outcome == Outcome::Approved),
         replaces_claim_id: None,
+        facts: None,
         counted: None,
         lines_json: None,
     };

@@ -99,7 +99,7 @@ struct DecisionDetails<'a> {
     trace: &'a [TraceEntry],
 }
 
-/// Decisions per statement: 14 bound values a row stays well under SQLite's 32,766.
+/// Decisions per statement: 15 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 /// A decision with its reasons, fraud analysis, lines and pricing as the snapshot
@@ -113,6 +113,7 @@ struct Row<'a> {
     pricing: Option<String>,
     /// The visits of the claim's count in its member's year, when it counts.
     visits: Option<String>,
+    facts: Option<String>,
 }
 
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
@@ -144,6 +145,7 @@ impl<'a> PreparedDecisions<'a> {
                     .filter(|_| d.status == ClaimStatus::PendingReview)
                     .and_then(json),
                 visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
+                facts: d.facts.as_ref().and_then(json),
             })
             .collect();
         let entries = rows
@@ -273,10 +275,11 @@ fn update_sql(backend: Backend, rows: usize) -> String {
         "UPDATE claims SET status = v.column3, outcome = v.column4, approved_amount = v.column5, \
          fraud_score = v.column6, fraud = v.column7, audit_id = v.column8, reasons = v.column9, \
          task_id = v.column10, updated_at = v.column11, version = v.column12, \
-         lines = COALESCE(v.column13, claims.lines), pricing = COALESCE(v.column14, claims.pricing) \
+         lines = COALESCE(v.column13, claims.lines), pricing = COALESCE(v.column14, claims.pricing), \
+         facts = COALESCE(v.column15, claims.facts) \
          FROM (VALUES {}) AS v \
          WHERE claims.tenant_id = v.column1 AND claims.claim_id = v.column2 AND claims.version < v.column12",
-        values_list(backend, rows, 14)
+        values_list(backend, rows, 15)
     )
 }
 
@@ -337,7 +340,8 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
             .bind(d.decided_at_ms)
             .bind(d.version)
             .bind(row.lines.as_deref())
-            .bind(row.pricing.as_deref());
+            .bind(row.pricing.as_deref())
+            .bind(row.facts.as_deref());
     }
     q
 }

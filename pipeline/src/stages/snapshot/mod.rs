@@ -171,6 +171,7 @@ mod tests {
             pricing: None,
             officer_amount: None,
             replaces_claim_id: None,
+            facts: None,
             counted: None,
             lines_json: None,
         }

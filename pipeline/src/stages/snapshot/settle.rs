@@ -70,11 +70,18 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
         .unwrap_or_default();
     let mut lines = std::mem::take(&mut d.lines);
     let mut usage = pricing.adjudicate(&mut lines, &before);
+    // The year as the claim found it: a backtest prices the claim against it again.
+    if let Some(facts) = d.facts.as_deref_mut() {
+        facts.year_before = Some(before);
+    }
     if let Some(amount) = d.officer_amount {
         settle(&mut lines, amount);
         usage = usage_of(&lines);
     }
     d.set_lines(lines);
+    if let Some(facts) = d.facts.as_deref_mut() {
+        facts.approved_amount = d.approved_amount;
+    }
     if !d.is_payable() {
         return None;
     }

@@ -1,0 +1,196 @@
+//! Backtesting (contract part 2): the tenant's decided claims in a window run through a
+//! rulebook, usually a draft, on the facts they were decided with, and compared with
+//! the decisions they got. Nothing is written but the caller's one audit record.
+//!
+//! Claims are read a page at a time, oldest first, and each page is decided on the
+//! blocking pool while the next one is read, so a backtest neither holds the request
+//! workers nor more than two pages in memory. The candidate is evaluated with its
+//! compiled plans, exactly as the rules stage would.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use schemas::backtest::{AmountTotals, BacktestReport, BacktestSample, SampleDecision};
+use schemas::claim::Outcome;
+use schemas::TenantId;
+
+use crate::clock::now_ms;
+use crate::model::DecidedClaim;
+use crate::redecide::{priced, redecide, Candidate};
+use crate::rules::CompiledRulebook;
+use crate::store::{DecidedWindow, Store, StoreError};
+
+/// Claims per page read.
+const PAGE: i64 = 2_000;
+
+/// Changed claims a report shows.
+const SAMPLES: usize = 20;
+
+/// What to backtest.
+#[derive(Debug, Clone)]
+pub struct Backtest {
+    pub tenant_id: TenantId,
+    pub rulebook_id: String,
+    pub version: i64,
+    pub compiled: Arc<CompiledRulebook>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub limit: i64,
+}
+
+/// Runs the backtest to its report.
+pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, StoreError> {
+    let backtest = Arc::new(backtest);
+    let mut window = DecidedWindow {
+        since_ms: backtest.since_ms,
+        until_ms: backtest.until_ms,
+        after: None,
+    };
+    let now = now_ms();
+    let mut tally = Tally::default();
+    let mut left = backtest.limit;
+    let mut page = next_page(store, &backtest.tenant_id, &mut window, &mut left).await?;
+    while !page.is_empty() {
+        let bt = backtest.clone();
+        let deciding = tokio::task::spawn_blocking(move || decide_page(&bt, &page, now));
+        let (decided, next) = tokio::join!(
+            deciding,
+            next_page(store, &backtest.tenant_id, &mut window, &mut left)
+        );
+        let decided = decided.map_err(|e| StoreError::Config(format!("backtest worker: {e}")))?;
+        tally.merge(decided);
+        page = next?;
+    }
+    Ok(tally.report(&backtest.rulebook_id))
+}
+
+async fn next_page(
+    store: &Store,
+    tenant_id: &TenantId,
+    window: &mut DecidedWindow,
+    left: &mut i64,
+) -> Result<Vec<DecidedClaim>, StoreError> {
+    if *left <= 0 {
+        return Ok(Vec::new());
+    }
+    let page = store
+        .decided_claims(tenant_id, window, PAGE.min(*left))
+        .await?;
+    *left -= page.len() as i64;
+    if let Some(last) = page.last() {
+        let s = &last.submitted;
+        window.after = Some((s.received_at_ms, s.claim.claim_id.as_str().to_owned()));
+    }
+    Ok(page)
+}
+
+/// The pure core: one page decided with the candidate, tallied.
+fn decide_page(bt: &Backtest, page: &[DecidedClaim], now: i64) -> Tally {
+    let candidate = Candidate {
+        rulebook_id: &bt.rulebook_id,
+        version: bt.version,
+        compiled: &bt.compiled,
+    };
+    let mut tally = Tally::default();
+    for claim in page {
+        let mut decision = redecide(claim, candidate, now);
+        let amount = priced(&mut decision, &claim.facts);
+        let baseline = SampleDecision {
+            outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),
+            approved_amount: claim.facts.approved_amount,
+        };
+        let candidate = SampleDecision {
+            outcome: decision.outcome,
+            approved_amount: amount,
+        };
+        tally.add(&claim.submitted.rulebook_id, baseline, candidate, || {
+            BacktestSample {
+                claim_id: claim.submitted.claim.claim_id.as_str().to_owned(),
+                baseline,
+                candidate,
+                rules_matched: decision
+                    .trace
+                    .iter()
+                    .filter(|t| t.matched)
+                    .map(|t| t.rule_id.to_string())
+                    .collect(),
+            }
+        });
+    }
+    tally
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    claims: u64,
+    changed: u64,
+    transitions: HashMap<(Outcome, Outcome), u64>,
+    amounts: AmountTotals,
+    samples: Vec<BacktestSample>,
+    baselines: HashMap<String, u64>,
+}
+
+impl Tally {
+    fn add(
+        &mut self,
+        baseline_rulebook: &str,
+        baseline: SampleDecision,
+        candidate: SampleDecision,
+        sample: impl FnOnce() -> BacktestSample,
+    ) {
+        self.claims += 1;
+        *self
+            .transitions
+            .entry((baseline.outcome, candidate.outcome))
+            .or_default() += 1;
+        self.amounts.baseline += baseline.approved_amount;
+        self.amounts.candidate += candidate.approved_amount;
+        if let Some(n) = self.baselines.get_mut(baseline_rulebook) {
+            *n += 1;
+        } else {
+            self.baselines.insert(baseline_rulebook.to_owned(), 1);
+        }
+        if baseline != candidate {
+            self.changed += 1;
+            if self.samples.len() < SAMPLES {
+                self.samples.push(sample());
+            }
+        }
+    }
+
+    /// Adds a later page's tally.
+    fn merge(&mut self, later: Tally) {
+        self.claims += later.claims;
+        self.changed += later.changed;
+        for (k, n) in later.transitions {
+            *self.transitions.entry(k).or_default() += n;
+        }
+        self.amounts.baseline += later.amounts.baseline;
+        self.amounts.candidate += later.amounts.candidate;
+        let room = SAMPLES.saturating_sub(self.samples.len());
+        self.samples.extend(later.samples.into_iter().take(room));
+        for (k, n) in later.baselines {
+            *self.baselines.entry(k).or_default() += n;
+        }
+    }
+
+    fn report(self, rulebook_id: &str) -> BacktestReport {
+        BacktestReport {
+            rulebook_id: rulebook_id.to_owned(),
+            baseline_rulebook_id: self
+                .baselines
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+                .map(|(id, _)| id),
+            claims: self.claims,
+            changed: self.changed,
+            transitions: self
+                .transitions
+                .into_iter()
+                .map(|((from, to), n)| (format!("{}->{}", from.as_str(), to.as_str()), n))
+                .collect(),
+            approved_amount: self.amounts,
+            samples: self.samples,
+        }
+    }
+}

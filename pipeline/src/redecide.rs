@@ -1,0 +1,58 @@
+//! A decided claim decided again: by a backtest's candidate rulebook, or by the active
+//! one in a reprocess. The claim runs through the same pure cores as a new claim (the
+//! rules stage's evaluation, the decide stage's decision) on the facts its decision
+//! kept (see [`DecisionFacts`]), with its fraud score as it was: scoring it again would
+//! count the claim twice in its member's and provider's figures.
+
+use crate::model::{ClaimInProcess, DecidedClaim, Decision, DecisionFacts};
+use crate::rules::CompiledRulebook;
+use crate::stages::{decide, rules};
+
+/// The rulebook a claim is decided again with.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    pub rulebook_id: &'a str,
+    pub version: i64,
+    pub compiled: &'a CompiledRulebook,
+}
+
+/// `claim` decided again with `candidate`: the automatic decision as it would have
+/// been, its lines as the decide stage leaves them (a claim priced against its
+/// member's plan is priced where the member's year is kept; see [`priced`]).
+pub fn redecide(claim: &DecidedClaim, candidate: Candidate<'_>, now_ms: i64) -> Decision {
+    let facts = &claim.facts;
+    let mut submitted = claim.submitted.clone();
+    submitted.rulebook_id = candidate.rulebook_id.to_owned();
+    submitted.rulebook_version = candidate.version;
+    let mut input = ClaimInProcess::new(submitted);
+    input.provider = facts.provider.clone();
+    input.contract = facts.contract.clone();
+    input.rejection = facts.rejection.clone();
+    input.fraud = claim.fraud.clone();
+    let evaluated = rules::evaluate(
+        input,
+        candidate.compiled,
+        facts.member_history,
+        facts.member.clone(),
+    );
+    let mut decision = decide::decide(&evaluated, facts, now_ms);
+    let mut kept = facts.clone();
+    kept.year_before = None;
+    kept.outcome = Some(decision.outcome);
+    kept.approved_amount = decision.approved_amount;
+    decision.facts = Some(Box::new(kept));
+    decision
+}
+
+/// The decision's approved amount once its member's plan applied against the year as
+/// the claim first found it (`facts.year_before`): what a backtest compares. The
+/// member's later claims are not priced again, so a candidate that pays one claim
+/// differently does not move the member's later claims.
+pub fn priced(decision: &mut Decision, facts: &DecisionFacts) -> i64 {
+    if let (Some(pricing), Some(year)) = (&decision.pricing, &facts.year_before) {
+        let mut lines = std::mem::take(&mut decision.lines);
+        pricing.adjudicate(&mut lines, year);
+        decision.set_lines(lines);
+    }
+    decision.approved_amount
+}

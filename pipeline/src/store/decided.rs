@@ -1,0 +1,109 @@
+//! Decided claims with the facts of their decision, oldest first: what a backtest runs
+//! and a reprocess decides again. Read a page at a time, so that a backtest over a
+//! million claims holds one page.
+
+use schemas::claim::ClaimSubmission;
+use schemas::TenantId;
+
+use super::error::parsed;
+use super::{Store, StoreError};
+use crate::model::{ClaimSubmitted, DecidedClaim, DecisionFacts, FraudScore};
+
+/// Which decided claims: received in `[since, until)`, after `after` (the last
+/// `(received_at, claim_id)` of the previous page).
+#[derive(Debug, Clone, Default)]
+pub struct DecidedWindow {
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub after: Option<(i64, String)>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    claim_id: String,
+    submission: String,
+    rulebook_id: String,
+    rulebook_version: i64,
+    received_at: i64,
+    fraud: Option<String>,
+    facts: String,
+}
+
+impl Row {
+    fn into_claim(self, tenant_id: &TenantId) -> Result<DecidedClaim, StoreError> {
+        let id = &self.claim_id;
+        let claim: ClaimSubmission = parsed(serde_json::from_str(&self.submission), || {
+            format!("claim {id}: submission")
+        })?;
+        let facts: DecisionFacts = parsed(serde_json::from_str(&self.facts), || {
+            format!("claim {id}: facts")
+        })?;
+        let fraud = match &self.fraud {
+            Some(f) => Some(parsed(serde_json::from_str::<FraudScore>(f), || {
+                format!("claim {id}: fraud")
+            })?),
+            None => None,
+        };
+        Ok(DecidedClaim {
+            submitted: ClaimSubmitted {
+                tenant_id: tenant_id.clone(),
+                claim,
+                rulebook_id: self.rulebook_id,
+                rulebook_version: self.rulebook_version,
+                received_at_ms: self.received_at,
+            },
+            fraud,
+            facts,
+        })
+    }
+}
+
+impl Store {
+    /// Up to `limit` of the tenant's decided claims in `window`, oldest first. Claims
+    /// decided before their decisions kept their facts are not among them.
+    pub async fn decided_claims(
+        &self,
+        tenant_id: &TenantId,
+        window: &DecidedWindow,
+        limit: i64,
+    ) -> Result<Vec<DecidedClaim>, StoreError> {
+        let (after_at, after_id) = window
+            .after
+            .as_ref()
+            .map_or((i64::MIN, ""), |(at, id)| (*at, id.as_str()));
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT claim_id, submission, rulebook_id, rulebook_version, received_at, fraud, facts \
+             FROM claims WHERE tenant_id = $1 AND facts IS NOT NULL \
+             AND received_at >= $2 AND received_at < $3 \
+             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5)) \
+             ORDER BY received_at, claim_id LIMIT $6",
+        )
+        .bind(tenant_id.as_str())
+        .bind(window.since_ms.unwrap_or(i64::MIN))
+        .bind(window.until_ms.unwrap_or(i64::MAX))
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        rows.into_iter().map(|r| r.into_claim(tenant_id)).collect()
+    }
+
+    /// One decided claim, for a reprocess: none when it does not exist or its decision
+    /// kept no facts.
+    pub async fn decided_claim(
+        &self,
+        tenant_id: &TenantId,
+        claim_id: &str,
+    ) -> Result<Option<DecidedClaim>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT claim_id, submission, rulebook_id, rulebook_version, received_at, fraud, facts \
+             FROM claims WHERE tenant_id = $1 AND claim_id = $2 AND facts IS NOT NULL",
+        )
+        .bind(tenant_id.as_str())
+        .bind(claim_id)
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(|r| r.into_claim(tenant_id)).transpose()
+    }
+}
