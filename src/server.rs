@@ -105,6 +105,15 @@ impl Server {
         pipeline::stages::spawn(&self.roles, &deps, &stop_rx, &mut tasks)
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the stages: {e}"))?;
+        // Reprocess jobs run beside the officers' decisions: both decide claims again.
+        if self.roles.iter().any(|r| r == "workflow") {
+            tasks.spawn(pipeline::reprocess::run(
+                state.store.clone(),
+                state.bus.clone(),
+                state.topics.clone(),
+                stop_rx.clone(),
+            ));
+        }
         match &state.bus {
             // Only the embedded log needs upkeep; a broker keeps its own logs.
             Bus::Embedded(log) => {

@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, backtests, claims, decisions, health, members, operations, plans, providers,
+    audit, auth, backtests, claims, decisions, health, jobs, members, operations, plans, providers,
     rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow,
 };
 use crate::state::AppState;
@@ -91,6 +91,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rulebooks::get_rulebook))
         .routes(routes!(rulebooks::publish_rulebook))
         .routes(routes!(backtests::backtest_rulebook))
+        .routes(routes!(jobs::reprocess_claims))
+        .routes(routes!(jobs::get_job))
         .routes(routes!(claims::intake))
         .routes(routes!(claims::batch))
         .routes(routes!(claims::list_claims))

@@ -18,6 +18,7 @@ use crate::clock::now_ms;
 use crate::model::DecidedClaim;
 use crate::redecide::{priced, redecide, Candidate};
 use crate::rules::CompiledRulebook;
+use crate::stages::decide::Pass;
 use crate::store::{DecidedWindow, Store, StoreError};
 
 /// Claims per page read.
@@ -93,7 +94,7 @@ fn decide_page(bt: &Backtest, page: &[DecidedClaim], now: i64) -> Tally {
     };
     let mut tally = Tally::default();
     for claim in page {
-        let mut decision = redecide(claim, candidate, now);
+        let mut decision = redecide(claim, candidate, now, Pass::First);
         let amount = priced(&mut decision, &claim.facts);
         let baseline = SampleDecision {
             outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),

@@ -11,6 +11,7 @@ pub mod dead_letters;
 pub mod intake;
 pub mod model;
 pub mod redecide;
+pub mod reprocess;
 pub mod retry;
 pub mod rules;
 pub mod stages;

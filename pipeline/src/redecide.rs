@@ -6,7 +6,8 @@
 
 use crate::model::{ClaimInProcess, DecidedClaim, Decision, DecisionFacts};
 use crate::rules::CompiledRulebook;
-use crate::stages::{decide, rules};
+use crate::stages::decide::{self, Pass};
+use crate::stages::rules;
 
 /// The rulebook a claim is decided again with.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +20,12 @@ pub struct Candidate<'a> {
 /// `claim` decided again with `candidate`: the automatic decision as it would have
 /// been, its lines as the decide stage leaves them (a claim priced against its
 /// member's plan is priced where the member's year is kept; see [`priced`]).
-pub fn redecide(claim: &DecidedClaim, candidate: Candidate<'_>, now_ms: i64) -> Decision {
+pub fn redecide(
+    claim: &DecidedClaim,
+    candidate: Candidate<'_>,
+    now_ms: i64,
+    pass: Pass<'_>,
+) -> Decision {
     let facts = &claim.facts;
     let mut submitted = claim.submitted.clone();
     submitted.rulebook_id = candidate.rulebook_id.to_owned();
@@ -35,7 +41,7 @@ pub fn redecide(claim: &DecidedClaim, candidate: Candidate<'_>, now_ms: i64) -> 
         facts.member_history,
         facts.member.clone(),
     );
-    let mut decision = decide::decide(&evaluated, facts, now_ms);
+    let mut decision = decide::decide(&evaluated, facts, now_ms, pass);
     let mut kept = facts.clone();
     kept.year_before = None;
     kept.outcome = Some(decision.outcome);

@@ -10,6 +10,7 @@ pub mod claim;
 pub mod date;
 pub mod error;
 pub mod id;
+pub mod job;
 pub mod member;
 pub mod page;
 pub mod plan;

@@ -32,6 +32,7 @@ mod pipeline;
 mod providers;
 mod rate_limits;
 mod receipts;
+mod reprocess;
 mod rulebooks;
 mod tenant_settings;
 mod upload_processing;

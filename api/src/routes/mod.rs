@@ -6,6 +6,7 @@ pub mod backtests;
 pub mod claims;
 pub mod decisions;
 pub mod health;
+pub mod jobs;
 pub mod members;
 pub mod operations;
 pub mod plans;

@@ -18,6 +18,7 @@
 use schemas::adjudication::{carc, LineView};
 use schemas::claim::{ClaimStatus, Frequency, Outcome, Reason};
 use schemas::tenant::TenantSettings;
+use serde_json::Value;
 
 use super::rules::member_facts;
 use super::runner::{decode_all, encode, Outputs, Stage, StageError};
@@ -28,7 +29,8 @@ use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, now_ms};
 use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::{
-    ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind, PlanFacts,
+    derived_id, ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind,
+    PlanFacts,
 };
 use crate::rules::ContractFacts;
 use crate::topics::Topics;
@@ -49,7 +51,7 @@ pub fn process(
     now_ms: i64,
 ) -> Decision {
     let mut facts = facts_of(claim, settings, member);
-    let mut decision = decide(claim, &facts, now_ms);
+    let mut decision = decide(claim, &facts, now_ms, Pass::First);
     facts.outcome = Some(decision.outcome);
     facts.approved_amount = decision.approved_amount;
     decision.facts = Some(Box::new(facts));
@@ -100,10 +102,27 @@ pub fn facts_of(
     }
 }
 
+/// Which automatic decision on a claim: its first, or a reprocess job's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass<'a> {
+    /// Version 1, with ids derived from the claim alone, so that a redelivered claim
+    /// yields the same ones.
+    First,
+    /// A reprocess job's decision, the claim's version `version`, with ids derived from
+    /// the job too: told apart from the first decision's, found again when the job
+    /// resumes. It tells no replacement again, and a claim it leaves under review keeps
+    /// its review task.
+    Again { version: i64, job_id: &'a str },
+}
+
 /// Decides `claim` (its rules evaluated, its fraud scored) on `facts`: a new claim on
 /// the facts [`facts_of`] gathered, a claim decided before on the facts kept with it.
-/// The decision is the automatic one, version 1, with ids derived from the claim.
-pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Decision {
+pub fn decide(
+    claim: &ClaimInProcess,
+    facts: &DecisionFacts,
+    now_ms: i64,
+    pass: Pass<'_>,
+) -> Decision {
     let cmd = &claim.submitted;
     let (tenant_id, claim_id) = (&cmd.tenant_id, cmd.claim.claim_id.as_str());
     let amount = cmd.claim.claim_amount;
@@ -234,14 +253,31 @@ pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Dec
         ClaimStatus::Completed
     };
     let received = cmd.received_at_ms;
-    let audit_id = ordered_id("aud", received, tenant_id, claim_id, "decision-1");
+    let (version, again) = match pass {
+        Pass::First => (1, None),
+        Pass::Again { version, job_id } => (version, Some(format!("reprocess/{job_id}"))),
+    };
+    let audit_id = match &again {
+        None => ordered_id("aud", received, tenant_id, claim_id, "decision-1"),
+        Some(tag) => ordered_id("aud", received, tenant_id, claim_id, tag),
+    };
     let task_id = (outcome == Outcome::Flagged)
         .then(|| ordered_id("tsk", received, tenant_id, claim_id, "review"));
     let prio = priority(fraud_score, amount);
     let timestamp = ms_to_rfc3339(now_ms);
     let event = |kind: EventKind, data: serde_json::Value| {
-        DomainEvent::new(kind, tenant_id, claim_id, timestamp.clone(), data)
+        let mut e = DomainEvent::new(kind, tenant_id, claim_id, timestamp.clone(), data);
+        if let Some(tag) = &again {
+            e.id = derived_id(
+                "evt",
+                tenant_id,
+                claim_id,
+                &format!("{tag}/{}", kind.as_str()),
+            );
+        }
+        e
     };
+    let replaced = replaced.filter(|_| again.is_none());
     let mut events = Vec::new();
     // The claim replaced is reversed first (by the snapshot stage), then this one told.
     if let Some(replaced) = replaced {
@@ -271,12 +307,14 @@ pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Dec
                 "claim_id": claim_id, "status": status, "outcome": outcome, "fraud_score": fraud_score,
                 "reasons": reasons, "task_id": task_id, "audit_id": audit_id,
             })));
-            events.push(event(
-                EventKind::WorkflowTaskCreated,
-                serde_json::json!({
-                    "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
-                }),
-            ));
+            if again.is_none() {
+                events.push(event(
+                    EventKind::WorkflowTaskCreated,
+                    serde_json::json!({
+                        "task_id": task_id, "claim_id": claim_id, "priority": prio, "reasons": reasons,
+                    }),
+                ));
+            }
         }
         _ => {}
     }
@@ -284,7 +322,7 @@ pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Dec
         tenant_id: tenant_id.clone(),
         claim_id: claim_id.to_owned(),
         member_id: cmd.claim.member_id.to_string(),
-        version: 1,
+        version,
         status,
         outcome,
         approved_amount,
@@ -314,13 +352,12 @@ pub fn decide(claim: &ClaimInProcess, facts: &DecisionFacts, now_ms: i64) -> Dec
         lines_json: None,
     };
     let completed = decision.completed_data(decision.pricing.is_none());
-    decision.events.push(DomainEvent::new(
-        EventKind::ClaimCompleted,
-        tenant_id,
-        claim_id,
-        timestamp,
-        completed,
-    ));
+    decision
+        .events
+        .push(event(EventKind::ClaimCompleted, Value::Null));
+    if let Some(e) = decision.events.last_mut() {
+        e.data = completed;
+    }
     decision
 }
 

@@ -1,5 +1,6 @@
 //! Stage 7, workflow: input `claims.workflow`. Applies an officer's decision to the
-//! claim: a second decision (version 2) for the snapshot writer, and the events
+//! claim: a later decision (the claim's version + 1: 2, or 3 after a reprocess) for
+//! the snapshot writer, and the events
 //! `claim.approved` then `claim.completed` (`APPROVED`), or `claim.declined` then
 //! `claim.completed` (`DECLINED`). The task itself was marked done when the officer
 //! decided. Ids derive from the claim, so a redelivered decision changes nothing.
@@ -21,14 +22,15 @@ use crate::store::Store;
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
-/// The pure core: the claim's final decision after review. `None` for an action that
-/// does not decide (release), which the API never publishes. `pricing` is the claim's,
-/// for a member on a plan.
+/// The pure core: the claim's final decision after review, as its version `version`.
+/// `None` for an action that does not decide (release), which the API never
+/// publishes. `pricing` is the claim's, for a member on a plan.
 pub fn process(
     cmd: &OfficerDecision,
     claim: &ClaimView,
     fraud: Option<FraudScore>,
     pricing: Option<Pricing>,
+    version: i64,
 ) -> Option<Decision> {
     let (t, c) = (&cmd.tenant_id, cmd.claim_id.as_str());
     let outcome = match cmd.action {
@@ -59,7 +61,7 @@ pub fn process(
         ),
     }
     let approved_amount = approved_total(&lines);
-    let audit_id = derived_id("aud", t, c, "decision-2");
+    let audit_id = officer_audit_id(t, c);
     let timestamp = ms_to_rfc3339(cmd.decided_at_ms);
     let event = |kind: EventKind, data: Json| DomainEvent {
         // Distinct from the automatic decision's events of the same kind.
@@ -91,7 +93,7 @@ pub fn process(
         tenant_id: t.clone(),
         claim_id: c.to_owned(),
         member_id: claim.submission.member_id.to_string(),
-        version: 2,
+        version,
         status,
         outcome,
         approved_amount,
@@ -124,6 +126,12 @@ pub fn process(
         .events
         .push(event(EventKind::ClaimCompleted, completed));
     Some(decision)
+}
+
+/// The audit id of the officer's decision on a claim: a claim has one review task, so
+/// at most one officer's decision.
+fn officer_audit_id(tenant_id: &str, claim_id: &str) -> String {
+    derived_id("aud", tenant_id, claim_id, "decision-2")
 }
 
 #[derive(Debug, Clone)]
@@ -164,7 +172,21 @@ impl Stage for Workflow {
                 .store
                 .claim_pricing(&cmd.tenant_id, &cmd.claim_id)
                 .await?;
-            let Some(d) = process(&cmd, &claim, fraud, pricing) else {
+            // The officer's decision follows whichever decision the claim holds; one
+            // that holds it already (a redelivery) is not made again.
+            let Some(standing) = self
+                .store
+                .claim_standing(&cmd.tenant_id, &cmd.claim_id)
+                .await?
+            else {
+                continue;
+            };
+            if standing.audit_id.as_deref()
+                == Some(&officer_audit_id(&cmd.tenant_id, &cmd.claim_id))
+            {
+                continue;
+            }
+            let Some(d) = process(&cmd, &claim, fraud, pricing, standing.version + 1) else {
                 continue;
             };
             out.push(encode(&self.topics.decided, d.key(), &d));
@@ -208,7 +230,14 @@ mod tests {
 
     #[test]
     fn approval_pays_the_officers_amount_and_announces_approved_then_completed() {
-        let d = process(&cmd(TaskAction::Approve, Some(700)), &claim(), None, None).unwrap();
+        let d = process(
+            &cmd(TaskAction::Approve, Some(700)),
+            &claim(),
+            None,
+            None,
+            2,
+        )
+        .unwrap();
         assert_eq!(
             (d.version, d.outcome, d.status),
             (2, Outcome::Approved, ClaimStatus::Completed)
@@ -233,6 +262,7 @@ mod tests {
                 &claim(),
                 None,
                 None,
+                2,
             )
             .unwrap();
             let line = d.lines[0].adjudication.as_ref().unwrap();
@@ -246,7 +276,7 @@ mod tests {
                 .collect();
             assert_eq!(cuts, want, "officer's amount {amount}");
         }
-        let declined = process(&cmd(TaskAction::Decline, None), &claim(), None, None).unwrap();
+        let declined = process(&cmd(TaskAction::Decline, None), &claim(), None, None, 2).unwrap();
         let line = declined.lines[0].adjudication.as_ref().unwrap();
         assert_eq!(
             (line.approved_amount, line.adjustments[0].carc.as_str()),
@@ -256,13 +286,13 @@ mod tests {
 
     #[test]
     fn approval_without_an_amount_pays_what_processing_approved() {
-        let d = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
+        let d = process(&cmd(TaskAction::Approve, None), &claim(), None, None, 2).unwrap();
         assert_eq!(d.approved_amount, 800);
     }
 
     #[test]
     fn a_decline_names_the_provider_and_pays_nothing() {
-        let d = process(&cmd(TaskAction::Decline, None), &claim(), None, None).unwrap();
+        let d = process(&cmd(TaskAction::Decline, None), &claim(), None, None, 2).unwrap();
         assert_eq!((d.outcome, d.approved_amount), (Outcome::Declined, 0));
         assert_eq!(d.events[0].event, "claim.declined");
         assert_eq!(d.events[0].value()["provider_id"], "P-1");
@@ -273,8 +303,8 @@ mod tests {
 
     #[test]
     fn ids_are_stable_and_distinct_from_the_automatic_decision() {
-        let a = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
-        let b = process(&cmd(TaskAction::Approve, None), &claim(), None, None).unwrap();
+        let a = process(&cmd(TaskAction::Approve, None), &claim(), None, None, 2).unwrap();
+        let b = process(&cmd(TaskAction::Approve, None), &claim(), None, None, 2).unwrap();
         assert_eq!(a, b);
         assert_ne!(a.audit_id, derived_id("aud", "t1", "CLM-1", "decision-1"));
         assert_ne!(
@@ -285,6 +315,6 @@ mod tests {
 
     #[test]
     fn release_decides_nothing() {
-        assert!(process(&cmd(TaskAction::Release, None), &claim(), None, None).is_none());
+        assert!(process(&cmd(TaskAction::Release, None), &claim(), None, None, 2).is_none());
     }
 }

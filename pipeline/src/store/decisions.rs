@@ -171,6 +171,8 @@ struct Writes {
     /// Held automatic decisions on replacements and voids: the claim they replace
     /// leaves the member's accumulators.
     reversals: Vec<usize>,
+    /// Held reprocess decisions that complete their claim: its review task closes.
+    closures: Vec<usize>,
     sql: Vec<String>,
 }
 
@@ -207,6 +209,15 @@ impl Writes {
                 held[*i] && d.version == 1 && d.replaces_claim_id.is_some()
             })
             .collect();
+        let closures: Vec<usize> = (0..rows.len())
+            .filter(|i| {
+                let d = rows[*i].d;
+                held[*i]
+                    && d.version > 1
+                    && d.officer.is_none()
+                    && d.status == ClaimStatus::Completed
+            })
+            .collect();
         let sql = updates
             .chunks(ROWS_PER_STATEMENT)
             .map(|c| update_sql(backend, c.len()))
@@ -221,12 +232,14 @@ impl Writes {
                     .map(|c| count_sql(backend, c.len())),
             )
             .chain(reversals.iter().map(|_| REVERSAL_SQL.to_owned()))
+            .chain(closures.iter().map(|_| CLOSURE_SQL.to_owned()))
             .collect();
         Self {
             updates,
             tasks,
             counts,
             reversals,
+            closures,
             sql,
         }
     }
@@ -246,13 +259,22 @@ impl Writes {
         for (chunk, sql) in self.counts.chunks(ROWS_PER_STATEMENT).zip(sql.by_ref()) {
             bound.push(bind_counts(sqlx::query(sql), rows, chunk));
         }
-        for (i, sql) in self.reversals.iter().zip(sql) {
+        for (i, sql) in self.reversals.iter().zip(sql.by_ref()) {
             let d = rows[*i].d;
             bound.push(
                 sqlx::query(sql)
                     .bind(d.tenant_id.as_str())
                     .bind(&d.member_id)
                     .bind(d.replaces_claim_id.as_deref()),
+            );
+        }
+        for (i, sql) in self.closures.iter().zip(sql) {
+            let d = rows[*i].d;
+            bound.push(
+                sqlx::query(sql)
+                    .bind(d.decided_at_ms)
+                    .bind(d.tenant_id.as_str())
+                    .bind(&d.claim_id),
             );
         }
         bound
@@ -286,6 +308,12 @@ fn update_sql(backend: Backend, rows: usize) -> String {
 /// The claim a replacement or a void replaces leaves its member's accumulators.
 const REVERSAL_SQL: &str =
     "DELETE FROM member_accumulators WHERE tenant_id = $1 AND member_id = $2 AND claim_id = $3";
+
+/// A claim decided again and no longer flagged: its review task is closed, with a
+/// note that says why (the task's `decision` stays empty: no officer decided).
+const CLOSURE_SQL: &str = "UPDATE review_tasks SET status = 'done', decided_at = $1, \
+     note = 'closed: the claim was decided again and no longer needs review' \
+     WHERE tenant_id = $2 AND claim_id = $3 AND status <> 'done'";
 
 fn count_sql(backend: Backend, rows: usize) -> String {
     format!(
