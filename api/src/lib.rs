@@ -27,6 +27,9 @@ pub fn router(state: AppState) -> Router {
     let (routes, _doc) = openapi::routes().split_for_parts();
     Router::new()
         .nest("/api/v1", routes)
+        .route("/", axum::routing::get(routes::console::root))
+        .route("/console", axum::routing::get(routes::console::page))
+        .route("/console/{file}", axum::routing::get(routes::console::file))
         .fallback(http::fallback::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(
             state.config.max_body_bytes,

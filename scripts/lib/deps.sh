@@ -84,6 +84,14 @@ ensure_python_tools() {
   export CLAIMS_PYTHON="$venv/bin/python"
 }
 
+# The console's browser tests: Debian's Chromium, driven by Playwright for Python
+# through its executable_path (Playwright's own browser downloads are not used).
+ensure_browser() {
+  apt_install chromium chromium-driver fonts-dejavu-core
+  [ -n "${CLAIMS_PYTHON:-}" ] || ensure_python_tools
+  "$CLAIMS_PYTHON" -m pip install -q --disable-pip-version-check "playwright==1.65.2"
+}
+
 # What uploads are processed with: ClamAV's clamd (the tests start their own, with a
 # signature database they write), Tesseract with English, poppler's PDF tools, and
 # util-linux's prlimit, which bounds each OCR tool's memory.

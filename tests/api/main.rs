@@ -16,6 +16,7 @@ mod benefits;
 mod claims;
 mod config_cache;
 mod connections;
+mod console;
 mod corrections;
 mod dead_letters;
 mod errors;

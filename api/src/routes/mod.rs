@@ -4,6 +4,7 @@ pub mod audit;
 pub mod auth;
 pub mod backtests;
 pub mod claims;
+pub mod console;
 pub mod decisions;
 pub mod health;
 pub mod jobs;
