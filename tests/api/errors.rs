@@ -52,7 +52,9 @@ async fn an_unknown_route_is_404_not_found(b: Backend) {
     for path in [
         "/api/v1/nothing-here",
         "/api/v2/health/live",
-        "/",
+        // `/` opens the console (tests/api/console.rs).
+        "/nothing-here",
+        "/console/nothing-here",
         "/api/v1/tenant/settings/extra",
     ] {
         let res = app
