@@ -53,7 +53,7 @@ pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, St
     let mut page = next_page(store, &backtest.tenant_id, &mut window, &mut left).await?;
     while !page.is_empty() {
         let bt = backtest.clone();
-        let deciding = tokio::task::spawn_blocking(move || decide_page(&bt, &page, now));
+        let deciding = tokio::task::spawn_blocking(move || decide_page(&bt, page, now));
         let (decided, next) = tokio::join!(
             deciding,
             next_page(store, &backtest.tenant_id, &mut window, &mut left)
@@ -86,36 +86,34 @@ async fn next_page(
 }
 
 /// The pure core: one page decided with the candidate, tallied.
-fn decide_page(bt: &Backtest, page: &[DecidedClaim], now: i64) -> Tally {
+fn decide_page(bt: &Backtest, page: Vec<DecidedClaim>, now: i64) -> Tally {
     let candidate = Candidate {
         rulebook_id: &bt.rulebook_id,
         version: bt.version,
         compiled: &bt.compiled,
     };
     let mut tally = Tally::default();
-    for claim in page {
-        let mut decision = redecide(claim, candidate, now, Pass::First);
-        let amount = priced(&mut decision, &claim.facts);
+    for mut claim in page {
         let baseline = SampleDecision {
             outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),
             approved_amount: claim.facts.approved_amount,
         };
+        let baseline_rulebook = std::mem::take(&mut claim.submitted.rulebook_id);
+        let mut decision = redecide(claim, candidate, now, Pass::Trial);
         let candidate = SampleDecision {
             outcome: decision.outcome,
-            approved_amount: amount,
+            approved_amount: priced(&mut decision),
         };
-        tally.add(&claim.submitted.rulebook_id, baseline, candidate, || {
-            BacktestSample {
-                claim_id: claim.submitted.claim.claim_id.as_str().to_owned(),
-                baseline,
-                candidate,
-                rules_matched: decision
-                    .trace
-                    .iter()
-                    .filter(|t| t.matched)
-                    .map(|t| t.rule_id.to_string())
-                    .collect(),
-            }
+        tally.add(&baseline_rulebook, baseline, candidate, || BacktestSample {
+            claim_id: decision.claim_id.clone(),
+            baseline,
+            candidate,
+            rules_matched: decision
+                .trace
+                .iter()
+                .filter(|t| t.matched)
+                .map(|t| t.rule_id.to_string())
+                .collect(),
         });
     }
     tally

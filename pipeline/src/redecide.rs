@@ -4,7 +4,7 @@
 //! kept (see [`DecisionFacts`]), with its fraud score as it was: scoring it again would
 //! count the claim twice in its member's and provider's figures.
 
-use crate::model::{ClaimInProcess, DecidedClaim, Decision, DecisionFacts};
+use crate::model::{ClaimInProcess, DecidedClaim, Decision};
 use crate::rules::CompiledRulebook;
 use crate::stages::decide::{self, Pass};
 use crate::stages::rules;
@@ -19,46 +19,46 @@ pub struct Candidate<'a> {
 
 /// `claim` decided again with `candidate`: the automatic decision as it would have
 /// been, its lines as the decide stage leaves them (a claim priced against its
-/// member's plan is priced where the member's year is kept; see [`priced`]).
+/// member's plan is priced where the member's year is kept; see [`priced`]). The
+/// decision carries the claim's facts, with its own outcome and amount.
 pub fn redecide(
-    claim: &DecidedClaim,
+    claim: DecidedClaim,
     candidate: Candidate<'_>,
     now_ms: i64,
     pass: Pass<'_>,
 ) -> Decision {
-    let facts = &claim.facts;
-    let mut submitted = claim.submitted.clone();
+    let DecidedClaim {
+        mut submitted,
+        fraud,
+        mut facts,
+    } = claim;
     submitted.rulebook_id = candidate.rulebook_id.to_owned();
     submitted.rulebook_version = candidate.version;
     let mut input = ClaimInProcess::new(submitted);
     input.provider = facts.provider.clone();
     input.contract = facts.contract.clone();
     input.rejection = facts.rejection.clone();
-    input.fraud = claim.fraud.clone();
-    let evaluated = rules::evaluate(
-        input,
-        candidate.compiled,
-        facts.member_history,
-        facts.member.clone(),
-    );
-    let mut decision = decide::decide(&evaluated, facts, now_ms, pass);
-    let mut kept = facts.clone();
-    kept.year_before = None;
-    kept.outcome = Some(decision.outcome);
-    kept.approved_amount = decision.approved_amount;
-    decision.facts = Some(Box::new(kept));
+    input.fraud = fraud;
+    let member = facts.member.clone();
+    let evaluated = rules::evaluate(input, candidate.compiled, facts.member_history, member);
+    let mut decision = decide::decide(&evaluated, &facts, now_ms, pass);
+    facts.outcome = Some(decision.outcome);
+    facts.approved_amount = decision.approved_amount;
+    decision.facts = Some(Box::new(facts));
     decision
 }
 
 /// The decision's approved amount once its member's plan applied against the year as
-/// the claim first found it (`facts.year_before`): what a backtest compares. The
+/// the claim first found it (its facts' `year_before`): what a backtest compares. The
 /// member's later claims are not priced again, so a candidate that pays one claim
 /// differently does not move the member's later claims.
-pub fn priced(decision: &mut Decision, facts: &DecisionFacts) -> i64 {
-    if let (Some(pricing), Some(year)) = (&decision.pricing, &facts.year_before) {
+pub fn priced(decision: &mut Decision) -> i64 {
+    let year = decision.facts.as_ref().and_then(|f| f.year_before.clone());
+    if let (Some(pricing), Some(year)) = (decision.pricing.take(), year) {
         let mut lines = std::mem::take(&mut decision.lines);
-        pricing.adjudicate(&mut lines, year);
+        pricing.adjudicate(&mut lines, &year);
         decision.set_lines(lines);
+        decision.pricing = Some(pricing);
     }
     decision.approved_amount
 }

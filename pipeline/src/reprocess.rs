@@ -139,7 +139,7 @@ async fn decide_chunk(
                         version: s.version + 1,
                         job_id: &job.job_id,
                     };
-                    decisions.push(redecide(&claim, candidate, now, pass));
+                    decisions.push(redecide(claim, candidate, now, pass));
                     ItemEnd::Done
                 }
             },

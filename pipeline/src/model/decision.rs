@@ -103,6 +103,9 @@ impl Decision {
         self.approved_amount = crate::adjudication::approved_total(&lines);
         self.lines = lines;
         self.lines_json = None;
+        if self.events.is_empty() {
+            return;
+        }
         let completed = self.completed_data(true);
         for e in &mut self.events {
             match e.kind() {

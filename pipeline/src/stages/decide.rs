@@ -113,6 +113,8 @@ pub enum Pass<'a> {
     /// resumes. It tells no replacement again, and a claim it leaves under review keeps
     /// its review task.
     Again { version: i64, job_id: &'a str },
+    /// A backtest's decision: as the first, but told to nobody, so without events.
+    Trial,
 }
 
 /// Decides `claim` (its rules evaluated, its fraud scored) on `facts`: a new claim on
@@ -254,7 +256,7 @@ pub fn decide(
     };
     let received = cmd.received_at_ms;
     let (version, again) = match pass {
-        Pass::First => (1, None),
+        Pass::First | Pass::Trial => (1, None),
         Pass::Again { version, job_id } => (version, Some(format!("reprocess/{job_id}"))),
     };
     let audit_id = match &again {
@@ -277,10 +279,11 @@ pub fn decide(
         }
         e
     };
+    let told = pass != Pass::Trial;
     let replaced = replaced.filter(|_| again.is_none());
     let mut events = Vec::new();
     // The claim replaced is reversed first (by the snapshot stage), then this one told.
-    if let Some(replaced) = replaced {
+    if let Some(replaced) = replaced.filter(|_| told) {
         let kind = match cmd.claim.frequency {
             Frequency::Void => EventKind::ClaimVoided,
             _ => EventKind::ClaimReplaced,
@@ -294,6 +297,7 @@ pub fn decide(
         ));
     }
     match outcome {
+        _ if !told => {}
         Outcome::Blocked => {
             let b = blocking_rule.as_ref();
             events.push(event(EventKind::ClaimBlocked, serde_json::json!({
@@ -351,12 +355,14 @@ pub fn decide(
         counted: None,
         lines_json: None,
     };
-    let completed = decision.completed_data(decision.pricing.is_none());
-    decision
-        .events
-        .push(event(EventKind::ClaimCompleted, Value::Null));
-    if let Some(e) = decision.events.last_mut() {
-        e.data = completed;
+    if told {
+        let completed = decision.completed_data(decision.pricing.is_none());
+        decision
+            .events
+            .push(event(EventKind::ClaimCompleted, Value::Null));
+        if let Some(e) = decision.events.last_mut() {
+            e.data = completed;
+        }
     }
     decision
 }
