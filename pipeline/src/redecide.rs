@@ -34,14 +34,18 @@ pub fn redecide(
     } = claim;
     submitted.rulebook_id = candidate.rulebook_id.to_owned();
     submitted.rulebook_version = candidate.version;
+    // The facts the claim travels with are lent to it and taken back after.
     let mut input = ClaimInProcess::new(submitted);
-    input.provider = facts.provider.clone();
-    input.contract = facts.contract.clone();
-    input.rejection = facts.rejection.clone();
+    input.provider = facts.provider.take();
+    input.contract = facts.contract.take();
+    input.rejection = facts.rejection.take();
     input.fraud = fraud;
     let member = facts.member.clone();
     let evaluated = rules::evaluate(input, candidate.compiled, facts.member_history, member);
     let mut decision = decide::decide(&evaluated, &facts, now_ms, pass);
+    facts.provider = evaluated.provider;
+    facts.contract = evaluated.contract;
+    facts.rejection = evaluated.rejection;
     facts.outcome = Some(decision.outcome);
     facts.approved_amount = decision.approved_amount;
     decision.facts = Some(Box::new(facts));
