@@ -5,7 +5,6 @@
 //! `scripts/bench-rules` in the same run and prints the ratio of the two rates.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -15,8 +14,8 @@ mod book;
 mod support;
 
 use support::{
-    create_bench_user, free_port, login, seed, send_batches, service_envs, service_store,
-    undecided, wait_ready, CpuMark,
+    create_bench_user, free_port, login, seed, send_batches, serve, service_envs, service_store,
+    undecided, wait_ready, CpuMark, DECIDING,
 };
 
 fn main() {
@@ -39,17 +38,7 @@ async fn run() {
         &envs,
         "claims:write claims:read providers:write rulebooks:write tenant:configure",
     );
-    let mut child = Command::new(bin)
-        .args([
-            "serve",
-            "--stages",
-            "api,validate,rules,fraud,decide,snapshot",
-        ])
-        .envs(envs.iter().cloned())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = serve(bin, &envs, DECIDING);
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(3600))
         .build()

@@ -96,17 +96,7 @@ async fn run() {
     );
     // Webhooks are delivered by a later process of their own, so that their rate is
     // measured apart from the pipeline's.
-    let mut child: Child = Command::new(bin)
-        .args([
-            "serve",
-            "--stages",
-            "api,validate,rules,fraud,decide,snapshot",
-        ])
-        .envs(envs.iter().cloned())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child: Child = support::serve(bin, &envs, support::DECIDING);
 
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(64)

@@ -52,6 +52,22 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
     }
 }
 
+/// The stages that decide claims, with the API: webhooks are delivered by a process
+/// of their own where a bench measures them, so that their rate is measured apart.
+pub const DECIDING: &str = "api,validate,rules,fraud,decide,snapshot";
+
+/// Starts `claims serve --stages {stages}` with `envs`, its log on this process's
+/// standard error.
+pub fn serve(bin: &str, envs: &[(String, String)], stages: &str) -> std::process::Child {
+    Command::new(bin)
+        .args(["serve", "--stages", stages])
+        .envs(envs.iter().cloned())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
 /// Creates the tenant `bench` and its user `bench@bench.example` with these scopes,
 /// through `claims admin` on the service's store.
 pub fn create_bench_user(bin: &str, envs: &[(String, String)], scopes: &str) {

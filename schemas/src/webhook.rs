@@ -93,10 +93,40 @@ pub struct CreateWebhook {
     /// Deliveries are made only while enabled; default true.
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    /// `full` (default): each delivery carries the event's whole `data`; `thin`: only
+    /// its ids, `status` and `outcome`, for a receiver that reads the rest over the API.
+    #[serde(default)]
+    pub payload: Payload,
 }
 
 fn enabled_by_default() -> bool {
     true
+}
+
+/// What a subscription's deliveries carry of each event's `data`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Payload {
+    #[default]
+    Full,
+    Thin,
+}
+
+impl Payload {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Payload::Full => "full",
+            Payload::Thin => "thin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "full" => Some(Payload::Full),
+            "thin" => Some(Payload::Thin),
+            _ => None,
+        }
+    }
 }
 
 /// `PATCH /webhooks/{webhook_id}`: the fields present are changed. Its `Debug` leaves
@@ -110,6 +140,7 @@ pub struct PatchWebhook {
     #[schema(min_length = 1, max_length = 1024)]
     pub secret: Option<String>,
     pub enabled: Option<bool>,
+    pub payload: Option<Payload>,
 }
 
 impl std::fmt::Debug for CreateWebhook {
@@ -118,6 +149,7 @@ impl std::fmt::Debug for CreateWebhook {
             .field("url", &self.url)
             .field("events", &self.events)
             .field("enabled", &self.enabled)
+            .field("payload", &self.payload)
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +160,7 @@ impl std::fmt::Debug for PatchWebhook {
             .field("url", &self.url)
             .field("events", &self.events)
             .field("enabled", &self.enabled)
+            .field("payload", &self.payload)
             .finish_non_exhaustive()
     }
 }
@@ -139,6 +172,7 @@ pub struct Webhook {
     pub url: String,
     pub events: Vec<String>,
     pub enabled: bool,
+    pub payload: Payload,
     pub created_at: String,
     pub updated_at: String,
 }

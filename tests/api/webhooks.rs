@@ -29,6 +29,7 @@ crate::all_backends!(
     a_dead_endpoint_does_not_slow_another_tenants_deliveries,
     subscriptions_are_validated_and_private_targets_refused,
     subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only,
+    a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_delivery,
 );
 
 /// What the receiver answers to one request.
@@ -760,4 +761,76 @@ async fn subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only(b: B
         app.get(&format!("/webhooks/{id}"), &s.access).await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+async fn a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_delivery(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let (full_rx, thin_rx) = (Receiver::start(&[]).await, Receiver::start(&[]).await);
+    subscribe(&app, &s, &full_rx.url(), &["claim.completed"], "whsec-full").await;
+    let r = app
+        .call(
+            Method::POST,
+            "/webhooks",
+            Some(&s.access),
+            Some(json!({"url": thin_rx.url(), "events": ["claim.completed"], "secret": "whsec-thin", "payload": "thin"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["payload"], "thin");
+    let thin_id = r.body["webhook_id"].as_str().unwrap().to_owned();
+    submit(&app, &s, claim("CLM-1")).await;
+    let full = full_rx.wait_for(1, Duration::from_secs(20)).await.remove(0);
+    let thin = thin_rx.wait_for(1, Duration::from_secs(20)).await.remove(0);
+    verify_with_standardwebhooks("whsec-thin", &thin);
+    let (full, thin_body) = (full.json(), thin.json());
+    assert_eq!(thin_body["id"], full["id"], "the same event");
+    assert_eq!(thin_body["event"], "claim.completed");
+    let c = app.get("/claims/CLM-1", &s.access).await.body;
+    assert_eq!(
+        thin_body["data"],
+        json!({"claim_id": "CLM-1", "status": "completed", "outcome": "ADJUDICATED", "audit_id": c["audit_id"]}),
+        "no amounts, scores or lines"
+    );
+    assert!(
+        full["data"]["lines"].is_array(),
+        "the full one is whole: {full}"
+    );
+
+    // Read back, switched to full by PATCH, and refused when neither.
+    let got = app
+        .get(&format!("/webhooks/{thin_id}"), &s.access)
+        .await
+        .body;
+    assert_eq!(got["payload"], "thin");
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{thin_id}"),
+            Some(&s.access),
+            Some(json!({"payload": "full"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["payload"].clone()),
+        (StatusCode::OK, json!("full")),
+        "{}",
+        r.body
+    );
+    submit(&app, &s, claim("CLM-2")).await;
+    let next = thin_rx.wait_for(2, Duration::from_secs(20)).await.remove(1);
+    assert!(
+        next.json()["data"]["lines"].is_array(),
+        "full again: {}",
+        next.json()
+    );
+    let r = app
+        .call(
+            Method::POST,
+            "/webhooks",
+            Some(&s.access),
+            Some(json!({"url": thin_rx.url(), "events": ["claim.completed"], "secret": "x", "payload": "slim"})),
+        )
+        .await;
+    assert!(r.status.is_client_error(), "{}", r.body);
 }

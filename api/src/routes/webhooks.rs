@@ -81,6 +81,7 @@ pub async fn create_webhook(
                 events: &events,
                 secret: &body.secret,
                 enabled: body.enabled,
+                payload: body.payload,
             },
             &who.user_id,
         )
@@ -166,6 +167,7 @@ pub async fn patch_webhook(
                 events: &events,
                 secret: &secret,
                 enabled: body.enabled.unwrap_or(current.enabled),
+                payload: body.payload.unwrap_or(current.payload),
             },
             &who.user_id,
         )

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use super::runner::{decode_all, Outputs, Stage, StageError};
 use crate::bus::{Record, TopicSpec};
-use crate::model::DomainEvent;
+use crate::model::{DomainEvent, Json};
 use crate::store::{NewDelivery, Store, Subscription};
 use crate::topics::Topics;
 use crate::webhooks::signing::{unsigned_body, Envelope};
@@ -24,7 +24,8 @@ pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
     )
 }
 
-/// The pure core: the deliveries of one event.
+/// The pure core: the deliveries of one event, each with the body its subscription
+/// takes (the event whole, or thin).
 pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDelivery> {
     let matching: Vec<&Subscription> = subscriptions
         .iter()
@@ -33,13 +34,23 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
     if matching.is_empty() {
         return Vec::new();
     }
-    let payload = String::from_utf8(unsigned_body(&Envelope {
-        id: &event.id,
-        event: &event.event,
-        timestamp: &event.timestamp,
-        data: event.data.raw(),
-    }))
-    .unwrap_or_default();
+    let body = |data: &serde_json::value::RawValue| {
+        String::from_utf8(unsigned_body(&Envelope {
+            id: &event.id,
+            event: &event.event,
+            timestamp: &event.timestamp,
+            data,
+        }))
+        .unwrap_or_default()
+    };
+    let full = matching
+        .iter()
+        .any(|s| !s.thin)
+        .then(|| body(event.data.raw()));
+    let thin = matching
+        .iter()
+        .any(|s| s.thin)
+        .then(|| body(Json::of(&thin_data(&event.value())).raw()));
     matching
         .into_iter()
         .map(|s| NewDelivery {
@@ -48,9 +59,24 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
             webhook_id: s.webhook_id.clone(),
             event_id: event.id.clone(),
             event: event.event.clone(),
-            payload: payload.clone(),
+            payload: if s.thin { thin.clone() } else { full.clone() }.unwrap_or_default(),
         })
         .collect()
+}
+
+/// An event's data as a thin delivery carries it (contract part 2): its ids (members
+/// named `…_id`), `status` and `outcome`; nothing that tells amounts, reasons or lines.
+pub fn thin_data(data: &serde_json::Value) -> serde_json::Value {
+    match data {
+        serde_json::Value::Object(members) => serde_json::Value::Object(
+            members
+                .iter()
+                .filter(|(k, _)| k.ends_with("_id") || *k == "status" || *k == "outcome")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        _ => serde_json::Value::Object(Default::default()),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -111,7 +137,31 @@ mod tests {
         Subscription {
             webhook_id: id.into(),
             events: kinds.iter().map(|k| (*k).to_owned()).collect(),
+            thin: false,
         }
+    }
+
+    #[test]
+    fn a_thin_subscription_gets_the_ids_status_and_outcome_only() {
+        let mut e = event("claim.completed");
+        e.data = crate::model::Json::of(&serde_json::json!({
+            "claim_id": "CLM-1", "audit_id": "aud_1", "status": "completed", "outcome": "ADJUDICATED",
+            "approved_amount": 900, "fraud_score": 0.1, "lines": [{"line_no": 1}],
+        }));
+        let mut thin = sub("wh_thin", &["claim.completed"]);
+        thin.thin = true;
+        let out = process(&e, &[sub("wh_full", &["claim.completed"]), thin]);
+        let full: serde_json::Value = serde_json::from_str(&out[0].payload).unwrap();
+        let thin: serde_json::Value = serde_json::from_str(&out[1].payload).unwrap();
+        assert_eq!(full["data"], e.value());
+        assert_eq!(
+            thin["data"],
+            serde_json::json!({"claim_id": "CLM-1", "audit_id": "aud_1", "status": "completed", "outcome": "ADJUDICATED"})
+        );
+        assert_eq!(
+            (thin["id"].clone(), thin["event"].clone()),
+            (full["id"].clone(), full["event"].clone())
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! their `next_attempt_at` past the attempt's time-out (a lease): a sender that dies
 //! mid-attempt leaves them to be tried again once the lease runs out.
 
-use schemas::webhook::{DeliveryAttempt, Webhook};
+use schemas::webhook::{DeliveryAttempt, Payload, Webhook};
 
 use super::audit::AuditEntry;
 use super::error::parsed;
@@ -17,6 +17,7 @@ struct WebhookRow {
     url: String,
     events: String,
     enabled: i64,
+    payload: String,
     created_at: i64,
     updated_at: i64,
 }
@@ -30,6 +31,9 @@ impl TryFrom<WebhookRow> for Webhook {
             events: parsed(serde_json::from_str(&r.events), || {
                 format!("webhook {id}: events")
             })?,
+            payload: parsed(Payload::parse(&r.payload).ok_or(&r.payload), || {
+                format!("webhook {id}: payload")
+            })?,
             webhook_id: r.webhook_id,
             url: r.url,
             enabled: r.enabled != 0,
@@ -39,7 +43,7 @@ impl TryFrom<WebhookRow> for Webhook {
     }
 }
 
-const COLUMNS: &str = "webhook_id, url, events, enabled, created_at, updated_at";
+const COLUMNS: &str = "webhook_id, url, events, enabled, payload, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct WithSecret {
@@ -55,6 +59,7 @@ pub struct WebhookFields<'a> {
     pub events: &'a [String],
     pub secret: &'a str,
     pub enabled: bool,
+    pub payload: Payload,
 }
 
 /// What the dispatcher needs of an enabled subscription.
@@ -62,6 +67,8 @@ pub struct WebhookFields<'a> {
 pub struct Subscription {
     pub webhook_id: String,
     pub events: Vec<String>,
+    /// Its deliveries carry thin data (see `schemas::webhook::Payload`).
+    pub thin: bool,
 }
 
 /// A new delivery.
@@ -177,7 +184,7 @@ fn audit_entry(
 ) -> AuditEntry {
     let details = w.map_or(
         serde_json::json!({}),
-        |w| serde_json::json!({ "url": w.url, "events": w.events, "enabled": w.enabled }),
+        |w| serde_json::json!({ "url": w.url, "events": w.events, "enabled": w.enabled, "payload": w.payload }),
     );
     AuditEntry::new(tenant_id, actor, action, ("webhook", webhook_id), details)
 }
@@ -198,8 +205,8 @@ impl Store {
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
         let entry = audit_entry(tenant_id, actor, "webhook.created", webhook_id, Some(&w));
         let change = sqlx::query(
-            "INSERT INTO webhooks (webhook_id, tenant_id, url, events, secret, enabled, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            "INSERT INTO webhooks (webhook_id, tenant_id, url, events, secret, enabled, payload, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
         )
         .bind(webhook_id)
         .bind(tenant_id)
@@ -207,6 +214,7 @@ impl Store {
         .bind(&events)
         .bind(w.secret)
         .bind(i64::from(w.enabled))
+        .bind(w.payload.as_str())
         .bind(now);
         self.audited(change, entry).await?;
         Ok(Webhook {
@@ -214,6 +222,7 @@ impl Store {
             url: w.url.to_owned(),
             events: w.events.to_vec(),
             enabled: w.enabled,
+            payload: w.payload,
             created_at: ms_to_rfc3339(now),
             updated_at: ms_to_rfc3339(now),
         })
@@ -265,13 +274,14 @@ impl Store {
         let entry = audit_entry(tenant_id, actor, "webhook.changed", webhook_id, Some(&w));
         let mut tx = self.writer().begin().await?;
         let row = sqlx::query_as::<_, WebhookRow>(&format!(
-            "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, updated_at = $5 \
-             WHERE tenant_id = $6 AND webhook_id = $7 RETURNING {COLUMNS}"
+            "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, payload = $5, \
+             updated_at = $6 WHERE tenant_id = $7 AND webhook_id = $8 RETURNING {COLUMNS}"
         ))
         .bind(w.url)
         .bind(&events)
         .bind(w.secret)
         .bind(i64::from(w.enabled))
+        .bind(w.payload.as_str())
         .bind(now_ms())
         .bind(tenant_id)
         .bind(webhook_id)
@@ -336,18 +346,21 @@ impl Store {
 
     /// The enabled subscriptions of each of `tenants`.
     pub async fn subscriptions(&self, tenant_id: &str) -> Result<Vec<Subscription>, StoreError> {
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT webhook_id, events FROM webhooks WHERE tenant_id = $1 AND enabled = 1",
+        let rows: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT webhook_id, events, payload FROM webhooks WHERE tenant_id = $1 AND enabled = 1",
         )
         .bind(tenant_id)
         .fetch_all(self.reader())
         .await?;
         rows.into_iter()
-            .map(|(webhook_id, events)| {
+            .map(|(webhook_id, events, payload)| {
                 Ok(Subscription {
                     events: parsed(serde_json::from_str(&events), || {
                         format!("webhook {webhook_id}: events")
                     })?,
+                    thin: parsed(Payload::parse(&payload).ok_or(&payload), || {
+                        format!("webhook {webhook_id}: payload")
+                    })? == Payload::Thin,
                     webhook_id,
                 })
             })
