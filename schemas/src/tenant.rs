@@ -20,11 +20,15 @@ pub struct TenantSettings {
     /// CARC 31). Members on the roster are checked against their coverage whatever
     /// this says.
     pub eligibility_required: bool,
+    /// Days a webhook delivery keeps its body (1-3,650); older finished deliveries lose
+    /// it, and their attempts' status rows stay.
+    pub delivery_log_retention_days: u32,
 }
 
 impl TenantSettings {
     pub const MAX_RATE_LIMIT_PER_MINUTE: u32 = 100_000_000;
     pub const MAX_UPLOAD_BYTES: u64 = 1 << 30;
+    pub const MAX_RETENTION_DAYS: u32 = 3650;
 }
 
 impl Default for TenantSettings {
@@ -35,6 +39,7 @@ impl Default for TenantSettings {
             max_upload_bytes: 25 * 1024 * 1024,
             auto_approve_below: None,
             eligibility_required: false,
+            delivery_log_retention_days: 30,
         }
     }
 }
@@ -54,6 +59,8 @@ pub struct TenantSettingsPatch {
     #[schema(value_type = Option<i64>, minimum = 1)]
     pub auto_approve_below: Option<Option<i64>>,
     pub eligibility_required: Option<bool>,
+    #[schema(minimum = 1, maximum = 3650)]
+    pub delivery_log_retention_days: Option<u32>,
 }
 
 /// Tells a field given as `null` (Some(None)) from a field left out (None).
@@ -112,6 +119,15 @@ impl TenantSettingsPatch {
         }
         if let Some(e) = self.eligibility_required {
             next.eligibility_required = e;
+        }
+        if let Some(d) = self.delivery_log_retention_days {
+            if d == 0 || d > TenantSettings::MAX_RETENTION_DAYS {
+                return Err(InvalidSetting {
+                    field: "delivery_log_retention_days",
+                    message: "must be between 1 and 3650 days",
+                });
+            }
+            next.delivery_log_retention_days = d;
         }
         Ok(next)
     }

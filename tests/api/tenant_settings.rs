@@ -22,7 +22,8 @@ async fn settings_start_at_the_contract_defaults_and_patches_apply(b: Backend) {
             "rate_limit_per_minute": 60000,
             "max_upload_bytes": 26214400,
             "auto_approve_below": null,
-            "eligibility_required": false
+            "eligibility_required": false,
+            "delivery_log_retention_days": 30
         })
     );
     let r = app

@@ -30,6 +30,7 @@ crate::all_backends!(
     subscriptions_are_validated_and_private_targets_refused,
     subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only,
     a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_delivery,
+    delivery_bodies_past_the_tenants_retention_are_dropped_and_their_log_stays,
 );
 
 /// What the receiver answers to one request.
@@ -833,4 +834,68 @@ async fn a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_deliver
         )
         .await;
     assert!(r.status.is_client_error(), "{}", r.body);
+}
+
+async fn delivery_bodies_past_the_tenants_retention_are_dropped_and_their_log_stays(b: Backend) {
+    let app = app(b).await;
+    let (acme, globex) = (
+        ready_tenant(&app, "acme").await,
+        ready_tenant(&app, "globex").await,
+    );
+    let rx = Receiver::start(&[]).await;
+    let mut subs = Vec::new();
+    for s in [&acme, &globex] {
+        let webhook_id = subscribe(&app, s, &rx.url(), &["claim.completed"], "whsec-r").await;
+        submit(&app, s, claim("CLM-1")).await;
+        let delivery = wait_for_attempts(&app, s, &webhook_id, 1).await[0]["delivery_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        subs.push((webhook_id, delivery));
+    }
+    // acme keeps bodies a day; globex the default 30.
+    let patch = |body: Value| {
+        app.call(
+            Method::PATCH,
+            "/tenant/settings",
+            Some(&acme.access),
+            Some(body),
+        )
+    };
+    let r = patch(json!({"delivery_log_retention_days": 1})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["delivery_log_retention_days"], 1);
+    for bad in [0, 3651] {
+        let f = patch(json!({"delivery_log_retention_days": bad}))
+            .await
+            .assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR");
+        assert_eq!(f.as_deref(), Some("delivery_log_retention_days"));
+    }
+    let globex_settings = app.get("/tenant/settings", &globex.access).await.body;
+    assert_eq!(globex_settings["delivery_log_retention_days"], 30);
+
+    // Two days on (the purge's clock is the caller's): acme's body goes, globex's stays.
+    let later = pipeline::clock::now_ms() + 2 * 24 * 3600 * 1000;
+    let purged = pipeline::webhooks::retention::purge(&app.store, later)
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    assert_eq!(
+        pipeline::webhooks::retention::purge(&app.store, later)
+            .await
+            .unwrap(),
+        0,
+        "a second pass finds nothing"
+    );
+    let path = |(w, d): &(String, String)| format!("/webhooks/{w}/deliveries/{d}/redeliver");
+    // The log stays; the body is gone, so it cannot be sent again.
+    assert_eq!(attempts(&app, &acme, &subs[0].0).await.len(), 1);
+    app.call(Method::POST, &path(&subs[0]), Some(&acme.access), None)
+        .await
+        .assert_error(StatusCode::CONFLICT, "CONFLICT");
+    let r = app
+        .call(Method::POST, &path(&subs[1]), Some(&globex.access), None)
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    wait_for_attempts(&app, &globex, &subs[1].0, 2).await;
 }

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pipeline::store::WebhookFields;
+use pipeline::store::{Redelivery, WebhookFields};
 use pipeline::webhooks::guard::check_url;
 use schemas::webhook::{is_event_kind, CreateWebhook, DeliveryAttempt, PatchWebhook, Webhook};
 use schemas::{ErrorBody, Page};
@@ -249,18 +249,25 @@ fn parse_cursor(c: &str) -> Option<(i64, String, i64)> {
 /// The event id stays the same.
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", tag = "webhooks",
     security(("bearer" = ["tenant:configure"])),
-    responses((status = 202, description = "Scheduled"), (status = 404, description = "No such subscription or delivery in this tenant", body = ErrorBody)))]
+    responses((status = 202, description = "Scheduled"), (status = 404, description = "No such subscription or delivery in this tenant", body = ErrorBody),
+        (status = 409, description = "The delivery's body was purged: it is older than the tenant's `delivery_log_retention_days`", body = ErrorBody)))]
 pub async fn redeliver(
     State(state): State<AppState>,
     who: Authorized<TenantConfigure>,
     Path((webhook_id, delivery_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    if !state
+    match state
         .store
         .redeliver(&who.tenant_id, &webhook_id, &delivery_id)
         .await?
     {
-        return Err(ApiError::NotFound);
+        Redelivery::Scheduled => {}
+        Redelivery::NotFound => return Err(ApiError::NotFound),
+        Redelivery::Purged => {
+            return Err(ApiError::conflict(
+                "the delivery's body was purged: it is older than the tenant's delivery_log_retention_days",
+            ))
+        }
     }
     tracing::info!(tenant_id = %who.tenant_id, %webhook_id, %delivery_id, "Redelivery scheduled.");
     Ok((

@@ -153,6 +153,10 @@ pub async fn spawn(
                     crate::webhooks::Sender::new(deps.store.clone(), deps.webhooks, queued.clone())
                         .map_err(StageError::Transient)?;
                 tasks.spawn(sender.run(shutdown.clone()));
+                tasks.spawn(crate::webhooks::retention::run(
+                    deps.store.clone(),
+                    shutdown.clone(),
+                ));
                 go!(webhooks::Dispatch {
                     topics: t,
                     store: deps.store.clone(),

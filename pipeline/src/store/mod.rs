@@ -57,7 +57,7 @@ pub use tenants::Tenant;
 pub use uploads::{Extraction, NewUpload, UploadChange};
 pub use users::{User, UserChange, UserUpsert};
 pub use webhooks::{
-    AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Subscription, WebhookFields,
+    AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Redelivery, Subscription, WebhookFields,
 };
 
 /// Which database engine a URL selects.

@@ -71,6 +71,15 @@ pub struct Subscription {
     pub thin: bool,
 }
 
+/// What asking for a redelivery came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redelivery {
+    Scheduled,
+    NotFound,
+    /// The delivery's body is gone (older than the tenant's retention).
+    Purged,
+}
+
 /// A new delivery.
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
@@ -581,16 +590,16 @@ impl Store {
     }
 
     /// Schedules a delivery of this subscription again, at once, with a fresh retry
-    /// schedule; `false` when there is no such delivery in this tenant.
+    /// schedule, unless its body was purged (see [`Self::purge_delivery_bodies`]).
     pub async fn redeliver(
         &self,
         tenant_id: &str,
         webhook_id: &str,
         delivery_id: &str,
-    ) -> Result<bool, StoreError> {
-        Ok(sqlx::query(
+    ) -> Result<Redelivery, StoreError> {
+        let scheduled = sqlx::query(
             "UPDATE webhook_deliveries SET state = 'pending', failures = 0, next_attempt_at = $1 \
-             WHERE tenant_id = $2 AND webhook_id = $3 AND delivery_id = $4",
+             WHERE tenant_id = $2 AND webhook_id = $3 AND delivery_id = $4 AND payload <> ''",
         )
         .bind(now_ms())
         .bind(tenant_id)
@@ -599,6 +608,49 @@ impl Store {
         .execute(self.writer())
         .await?
         .rows_affected()
-            == 1)
+            == 1;
+        if scheduled {
+            return Ok(Redelivery::Scheduled);
+        }
+        let exists: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2 AND delivery_id = $3",
+        )
+        .bind(tenant_id)
+        .bind(webhook_id)
+        .bind(delivery_id)
+        .fetch_optional(self.writer())
+        .await?;
+        Ok(match exists {
+            Some(_) => Redelivery::Purged,
+            None => Redelivery::NotFound,
+        })
+    }
+
+    /// Drops the bodies of the tenant's finished deliveries created before
+    /// `before_ms` (delivery-log retention); their rows and their attempts' rows stay,
+    /// and a delivery still being retried keeps its body. Answers how many lost it.
+    pub async fn purge_delivery_bodies(
+        &self,
+        tenant_id: &str,
+        before_ms: i64,
+    ) -> Result<u64, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE webhook_deliveries SET payload = '' \
+             WHERE tenant_id = $1 AND created_at < $2 AND state <> 'pending' AND payload <> ''",
+        )
+        .bind(tenant_id)
+        .bind(before_ms)
+        .execute(self.writer())
+        .await?
+        .rows_affected())
+    }
+
+    /// Every tenant's id, for upkeep that goes tenant by tenant.
+    pub async fn tenant_ids(&self) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT tenant_id FROM tenants ORDER BY tenant_id")
+                .fetch_all(self.reader())
+                .await?,
+        )
     }
 }
