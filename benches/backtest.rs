@@ -23,11 +23,7 @@ fn main() {
 }
 
 async fn run() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .or_else(|| std::env::var("BENCH_N").ok()?.parse().ok())
-        .unwrap_or(100_000);
+    let n = support::claims_to_send();
     let temp = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");

@@ -69,11 +69,7 @@ fn main() {
 }
 
 async fn run() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .or_else(|| std::env::var("BENCH_N").ok()?.parse().ok())
-        .unwrap_or(100_000);
+    let n = support::claims_to_send();
     let singles = (n / 10).clamp(1, 10_000);
     // BENCH_KEEP_DIR=1 keeps the service's data for inspection afterwards.
     let temp = tempfile::tempdir().unwrap();

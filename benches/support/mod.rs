@@ -52,6 +52,15 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
     }
 }
 
+/// The claims a bench sends: its first argument, else `BENCH_N`, else 100,000.
+pub fn claims_to_send() -> usize {
+    std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .or_else(|| std::env::var("BENCH_N").ok()?.parse().ok())
+        .unwrap_or(100_000)
+}
+
 /// The stages that decide claims, with the API: webhooks are delivered by a process
 /// of their own where a bench measures them, so that their rate is measured apart.
 pub const DECIDING: &str = "api,validate,rules,fraud,decide,snapshot";

@@ -126,23 +126,20 @@ async fn decide_chunk(
     let mut decisions = Vec::new();
     let mut ends = Vec::with_capacity(items.len());
     for claim_id in items {
-        let standing = store.claim_standing(tenant_id, claim_id).await?;
-        let end = match standing {
+        let end = match store.decided_claim(tenant_id, claim_id).await? {
             None => ItemEnd::Failed("the claim no longer exists".into()),
-            Some(s) if s.status != "pending_review" => ItemEnd::Done,
-            Some(s) => match store.decided_claim(tenant_id, claim_id).await? {
-                None => ItemEnd::Failed(
-                    "the claim's decision kept no facts to decide it again on".into(),
-                ),
-                Some(claim) => {
-                    let pass = Pass::Again {
-                        version: s.version + 1,
-                        job_id: &job.job_id,
-                    };
-                    decisions.push(redecide(claim, candidate, now, pass));
-                    ItemEnd::Done
-                }
-            },
+            Some((s, _)) if s.status != "pending_review" => ItemEnd::Done,
+            Some((_, None)) => {
+                ItemEnd::Failed("the claim's decision kept no facts to decide it again on".into())
+            }
+            Some((s, Some(claim))) => {
+                let pass = Pass::Again {
+                    version: s.version + 1,
+                    job_id: &job.job_id,
+                };
+                decisions.push(redecide(claim, candidate, now, pass));
+                ItemEnd::Done
+            }
         };
         ends.push((claim_id.clone(), end));
     }

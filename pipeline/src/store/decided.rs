@@ -6,7 +6,7 @@ use schemas::claim::ClaimSubmission;
 use schemas::TenantId;
 
 use super::error::parsed;
-use super::{Store, StoreError};
+use super::{ClaimStanding, Store, StoreError};
 use crate::model::{ClaimSubmitted, DecidedClaim, DecisionFacts, FraudScore};
 
 /// Which decided claims: received in `[since, until)`, after `after` (the last
@@ -98,22 +98,54 @@ impl Store {
         rows.into_iter().map(|r| r.into_claim(tenant_id)).collect()
     }
 
-    /// One decided claim, for a reprocess: none when it does not exist or its decision
-    /// kept no facts.
+    /// One claim for a reprocess, in one read: its standing, and the claim with the
+    /// facts of its decision (none when its decision kept none); none when the claim
+    /// does not exist.
     pub async fn decided_claim(
         &self,
         tenant_id: &TenantId,
         claim_id: &str,
-    ) -> Result<Option<DecidedClaim>, StoreError> {
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT claim_id, submission, rulebook_id, rulebook_version, received_at, fraud, \
-             fraud_score, facts FROM claims WHERE tenant_id = $1 AND claim_id = $2 \
-             AND facts IS NOT NULL",
+    ) -> Result<Option<(ClaimStanding, Option<DecidedClaim>)>, StoreError> {
+        #[derive(sqlx::FromRow)]
+        struct WithStanding {
+            #[sqlx(flatten)]
+            standing: ClaimStanding,
+            claim_id: String,
+            submission: String,
+            rulebook_id: String,
+            rulebook_version: i64,
+            received_at: i64,
+            fraud: Option<String>,
+            fraud_score: Option<f64>,
+            facts: Option<String>,
+        }
+        let row: Option<WithStanding> = sqlx::query_as(
+            "SELECT status, version, audit_id, claim_id, submission, rulebook_id, rulebook_version, \
+             received_at, fraud, fraud_score, facts FROM claims WHERE tenant_id = $1 AND claim_id = $2",
         )
         .bind(tenant_id.as_str())
         .bind(claim_id)
         .fetch_optional(self.reader())
         .await?;
-        row.map(|r| r.into_claim(tenant_id)).transpose()
+        row.map(|r| {
+            let claim = match r.facts {
+                None => None,
+                Some(facts) => Some(
+                    Row {
+                        claim_id: r.claim_id,
+                        submission: r.submission,
+                        rulebook_id: r.rulebook_id,
+                        rulebook_version: r.rulebook_version,
+                        received_at: r.received_at,
+                        fraud: r.fraud,
+                        fraud_score: r.fraud_score,
+                        facts,
+                    }
+                    .into_claim(tenant_id)?,
+                ),
+            };
+            Ok((r.standing, claim))
+        })
+        .transpose()
     }
 }

@@ -8,7 +8,7 @@ use schemas::TenantId;
 
 use super::audit::AuditEntry;
 use super::error::parsed;
-use super::{Store, StoreError};
+use super::{placeholders, Store, StoreError};
 use crate::clock::now_ms;
 
 /// A job a runner has to work on.
@@ -156,12 +156,13 @@ impl Store {
             .map(|(c, _)| c.as_str())
             .collect();
         for chunk in done.chunks(500) {
-            // Numbered on both engines: SQLite numbers a bare `?` after `$1` from 1.
-            let ids: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+            // Every placeholder from `placeholders`: SQLite numbers a bare `?` after a
+            // literal `$1` from 1.
             let sql = format!(
-                "UPDATE job_items SET state = 'done' WHERE job_id = $1 AND state = 'pending' \
+                "UPDATE job_items SET state = 'done' WHERE job_id = {} AND state = 'pending' \
                  AND claim_id IN ({})",
-                ids.join(", ")
+                placeholders(self.backend(), 1, 1),
+                placeholders(self.backend(), 2, chunk.len())
             );
             let mut q = sqlx::query(&sql).bind(job_id);
             for c in chunk {
