@@ -43,6 +43,27 @@ impl Date {
         self.year
     }
 
+    pub fn month(&self) -> u8 {
+        self.month
+    }
+
+    pub fn day(&self) -> u8 {
+        self.day
+    }
+
+    /// X12's `CCYYMMDD` (date format qualifier `D8`).
+    pub fn parse_ccyymmdd(s: &str) -> Option<Self> {
+        if s.len() != 8 || !s.is_ascii() {
+            return None;
+        }
+        Self::parse(&format!("{}-{}-{}", &s[..4], &s[4..6], &s[6..]))
+    }
+
+    /// As X12 writes it: `CCYYMMDD`.
+    pub fn ccyymmdd(&self) -> String {
+        format!("{:04}{:02}{:02}", self.year, self.month, self.day)
+    }
+
     /// Whole years from `self` (a date of birth) to `on`: the age on that day.
     pub fn years_until(&self, on: Date) -> i64 {
         let had_birthday = (on.month, on.day) >= (self.month, self.day);

@@ -23,6 +23,7 @@ pub mod upload;
 pub mod user;
 pub mod webhook;
 pub mod workflow;
+pub mod x12;
 
 pub use date::Date;
 pub use error::{ErrorBody, ErrorDetail};
