@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 
 use crate::routes::{
     audit, auth, backtests, claims, decisions, health, jobs, members, operations, plans, providers,
-    rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow,
+    rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow, x12,
 };
 use crate::state::AppState;
 
@@ -95,6 +95,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::get_job))
         .routes(routes!(claims::intake))
         .routes(routes!(claims::batch))
+        .routes(routes!(x12::x12_intake))
+        .routes(routes!(x12::get_999))
+        .routes(routes!(x12::get_277ca))
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))

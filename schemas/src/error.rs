@@ -18,6 +18,11 @@ pub struct ErrorDetail {
     /// The offending field as a dotted path (`lines[2].amount`), when one is to blame.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// A document that explains the error in the request's own format, when the request
+    /// was not JSON: `{"999": "ISA*…"}` for an X12 interchange that cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
     /// Equals the response's `X-Request-Id` header.
     pub request_id: String,
 }

@@ -80,7 +80,7 @@ ensure_python_tools() {
   "$venv/bin/pip" install -q --disable-pip-version-check "pyjwt[crypto]==2.10.1" "standardwebhooks==1.1.0" \
     "confluent-kafka==2.16.1" "fastavro==1.13.1" \
     "attrs==26.1.0" "cachetools==8.0.1" "certifi==2026.10.18" "httpx2==2.16.2" "authlib==1.9.9" \
-    "schemathesis==4.32.5"
+    "schemathesis==4.32.5" "pyx12==4.0.0" "fhir.resources==8.3.0"
   export CLAIMS_PYTHON="$venv/bin/python"
 }
 

@@ -41,3 +41,4 @@ mod uploads;
 mod users;
 mod webhooks;
 mod workflow;
+mod x12;

@@ -77,7 +77,10 @@ pub fn interchange(claims: &[Claim], per_set: usize, institutional: bool, contro
         out,
         "ISA*00*          *00*          *ZZ*SUBMITTER      *ZZ*CLAIMSSVC      *240101*1200*^*00501*{control:09}*0*P*:~"
     );
-    let _ = writeln!(out, "GS*HC*SUBMITTER*CLAIMSSVC*20240101*1200*{control}*X*{version}~");
+    let _ = writeln!(
+        out,
+        "GS*HC*SUBMITTER*CLAIMSSVC*20240101*1200*{control}*X*{version}~"
+    );
     let chunks: Vec<&[Claim]> = claims.chunks(per_set.max(1)).collect();
     for (i, chunk) in chunks.iter().enumerate() {
         let st = format!("{:04}", i + 1);
@@ -104,24 +107,38 @@ pub fn interchange(claims: &[Claim], per_set: usize, institutional: bool, contro
             hl += 1;
             set.push(format!("HL*{hl}*{provider_hl}*22*0"));
             set.push("SBR*P*18*******CI".into());
-            set.push(format!("NM1*IL*1*{}*{}****MI*{}", c.last, c.first, c.member_id));
+            set.push(format!(
+                "NM1*IL*1*{}*{}****MI*{}",
+                c.last, c.first, c.member_id
+            ));
             set.push("N3*2 ELM ST".into());
             set.push("N4*SPRINGFIELD*IL*627010000".into());
             set.push("DMG*D8*19800101*F".into());
             set.push("NM1*PR*2*CLAIMS SERVICE*****PI*CLAIMSSVC".into());
             let amount = dollars(c.cents());
             if institutional {
-                set.push(format!("CLM*{}*{amount}***13:A:{}**A*Y*Y", c.claim_id, c.frequency));
+                set.push(format!(
+                    "CLM*{}*{amount}***13:A:{}**A*Y*Y",
+                    c.claim_id, c.frequency
+                ));
                 set.push(format!("DTP*434*RD8*{}-{}", c.date, c.date));
                 set.push("CL1*1*1*01".into());
             } else {
-                set.push(format!("CLM*{}*{amount}***11:B:{}*Y*A*Y*Y", c.claim_id, c.frequency));
+                set.push(format!(
+                    "CLM*{}*{amount}***11:B:{}*Y*A*Y*Y",
+                    c.claim_id, c.frequency
+                ));
             }
             if let Some(r) = &c.replaces {
                 set.push(format!("REF*F8*{r}"));
             }
+            // The principal diagnosis first; an 837I carries the others in an HI of
+            // their own.
             let mut hi = String::from("HI");
             for (j, d) in c.diagnoses.iter().enumerate() {
+                if j == 1 && institutional {
+                    set.push(std::mem::replace(&mut hi, String::from("HI")));
+                }
                 let q = if j == 0 { "ABK" } else { "ABF" };
                 let _ = write!(hi, "*{q}:{d}");
             }
@@ -133,9 +150,17 @@ pub fn interchange(claims: &[Claim], per_set: usize, institutional: bool, contro
                     let _ = write!(proc, ":{m}");
                 }
                 if institutional {
-                    set.push(format!("SV2*0450*{proc}*{}*UN*{}", dollars(l.cents), l.units));
+                    set.push(format!(
+                        "SV2*0450*{proc}*{}*UN*{}",
+                        dollars(l.cents),
+                        l.units
+                    ));
                 } else {
-                    set.push(format!("SV1*{proc}*{}*UN*{}***1", dollars(l.cents), l.units));
+                    set.push(format!(
+                        "SV1*{proc}*{}*UN*{}***1",
+                        dollars(l.cents),
+                        l.units
+                    ));
                 }
                 set.push(format!("DTP*472*D8*{}", c.date));
             }
@@ -153,7 +178,13 @@ pub fn interchange(claims: &[Claim], per_set: usize, institutional: bool, contro
 
 /// `n` original claims over `providers` (NPIs from `npi(1..)`) and `members`
 /// (`member_ids`), dated `date`, with one to three lines of which some carry modifiers.
-pub fn claims(prefix: &str, n: usize, providers: &[(String, String)], members: &[String], date: &str) -> Vec<Claim> {
+pub fn claims(
+    prefix: &str,
+    n: usize,
+    providers: &[(String, String)],
+    members: &[String],
+    date: &str,
+) -> Vec<Claim> {
     const CODES: [&str; 5] = ["99213", "99214", "87880", "93000", "71046"];
     const DX: [&str; 4] = ["Z00129", "J020", "R05", "E119"];
     (0..n)
@@ -162,7 +193,11 @@ pub fn claims(prefix: &str, n: usize, providers: &[(String, String)], members: &
             let lines = (0..1 + i % 3)
                 .map(|j| Line {
                     code: CODES[(i + j) % CODES.len()].to_owned(),
-                    modifiers: if (i + j) % 4 == 0 { vec!["25".into()] } else { Vec::new() },
+                    modifiers: if (i + j) % 4 == 0 {
+                        vec!["25".into()]
+                    } else {
+                        Vec::new()
+                    },
                     cents: 2_500 + ((i * 37 + j * 11) % 200) as i64 * 50,
                     units: 1 + (j % 2) as i64,
                 })

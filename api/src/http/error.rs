@@ -19,6 +19,13 @@ pub enum ApiError {
         message: Cow<'static, str>,
         field: Option<String>,
     },
+    /// A body that could not be read, with a document that says why in the format the
+    /// client sent (an X12 999 rejecting an interchange).
+    #[error("bad request: {message}")]
+    BadRequestWithDetails {
+        message: Cow<'static, str>,
+        details: Box<serde_json::Value>,
+    },
     #[error("validation failed on {field:?}: {message}")]
     Validation {
         message: Cow<'static, str>,
@@ -67,6 +74,7 @@ pub struct ErrorPayload {
     pub code: Cow<'static, str>,
     pub message: Cow<'static, str>,
     pub field: Option<String>,
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -118,7 +126,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::BadRequest { .. } | Self::BadRequestWithDetails { .. } => StatusCode::BAD_REQUEST,
             Self::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::NotFound => StatusCode::NOT_FOUND,
@@ -135,7 +143,16 @@ impl ApiError {
     }
 
     fn payload(self) -> ErrorPayload {
+        if let Self::BadRequestWithDetails { message, details } = self {
+            return ErrorPayload {
+                code: "BAD_REQUEST".into(),
+                message,
+                field: None,
+                details: Some(*details),
+            };
+        }
         let (code, message, field): (&'static str, Cow<'static, str>, Option<String>) = match self {
+            Self::BadRequestWithDetails { message, .. } => ("BAD_REQUEST", message, None),
             Self::BadRequest { message, field } => ("BAD_REQUEST", message, field),
             Self::Validation { message, field } => ("VALIDATION_ERROR", message, field),
             Self::PayloadTooLarge { limit } => (
@@ -195,6 +212,7 @@ impl ApiError {
             code: code.into(),
             message,
             field,
+            details: None,
         }
     }
 }

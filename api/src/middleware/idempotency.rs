@@ -51,6 +51,8 @@ struct StoredError {
     code: String,
     message: String,
     field: Option<String>,
+    #[serde(default)]
+    details: Option<serde_json::Value>,
 }
 
 pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -194,6 +196,7 @@ async fn run_keyed(state: AppState, owned: OwnedScope, next: Next, req: Request)
             code: p.code.to_string(),
             message: p.message.to_string(),
             field: p.field.clone(),
+            details: p.details.clone(),
         })
         .unwrap_or_default()
     });
@@ -240,6 +243,7 @@ fn replay(stored: StoredResponse) -> Response {
             code: Cow::Owned(e.code),
             message: Cow::Owned(e.message),
             field: e.field,
+            details: e.details,
         });
     }
     res.headers_mut().insert(

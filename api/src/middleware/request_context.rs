@@ -56,6 +56,7 @@ pub async fn request_context(
                 code: payload.code.into_owned(),
                 message: payload.message.into_owned(),
                 field: payload.field,
+                details: payload.details,
                 request_id: request_id.clone(),
             },
         };

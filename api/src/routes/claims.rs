@@ -233,13 +233,25 @@ pub async fn batch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<BatchResult>, ApiError> {
-    let (mut results, slots, commands) =
+    let checked =
         pipeline::cpu::heavy(check_batch(&state, &who.tenant_id, &headers, &body)).await?;
+    let result = admit(&state, &who.user_id, checked).await?;
+    tracing::info!(tenant_id = %who.tenant_id, accepted = result.accepted, rejected = result.rejected, "Claim batch received.");
+    Ok(Json(result))
+}
+
+/// Stores the checked items' commands in one transaction and answers a result per item,
+/// in input order.
+pub(crate) async fn admit(
+    state: &AppState,
+    user_id: &str,
+    (mut results, slots, commands): Checked,
+) -> Result<BatchResult, ApiError> {
     let ids: Vec<String> = commands
         .iter()
         .map(|c| c.claim.claim_id.as_str().to_owned())
         .collect();
-    let admitted = state.intake.accept_batch(commands, &who.user_id).await?;
+    let admitted = state.intake.accept_batch(commands, user_id).await?;
     for ((slot, claim_id), a) in slots.into_iter().zip(ids).zip(admitted) {
         results[slot] = Some(if a.is_new() {
             BatchItem::Accepted {
@@ -255,17 +267,16 @@ pub async fn batch(
         .iter()
         .filter(|r| matches!(r, BatchItem::Accepted { .. }))
         .count();
-    tracing::info!(tenant_id = %who.tenant_id, accepted, rejected = results.len() - accepted, "Claim batch received.");
-    Ok(Json(BatchResult {
+    Ok(BatchResult {
         accepted,
         rejected: results.len() - accepted,
         results,
-    }))
+    })
 }
 
 /// A batch body's items, each parsed and checked as single intake does: per item its
 /// error, or the slot of its command.
-type Checked = (Vec<Option<BatchItem>>, Vec<usize>, Vec<ClaimSubmitted>);
+pub(crate) type Checked = (Vec<Option<BatchItem>>, Vec<usize>, Vec<ClaimSubmitted>);
 
 async fn check_batch(
     state: &AppState,
@@ -280,18 +291,35 @@ async fn check_batch(
             field: None,
         });
     }
-    let rulebook = state.config_cache.active_rulebook(tenant_id).await?;
-    let (today, now) = (Date::today_utc(), now_ms());
-    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(items.len());
-    let mut commands = Vec::new();
-    let mut slots = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, raw) in items.into_iter().enumerate() {
+    let parsed = items.into_iter().map(|raw| {
         let id_hint = raw
             .get("claim_id")
             .and_then(|v| v.as_str())
             .map(str::to_owned);
-        let parsed = json::parse::<ClaimSubmission>(&serde_json::to_vec(&raw).unwrap_or_default());
+        let claim = json::parse::<ClaimSubmission>(&serde_json::to_vec(&raw).unwrap_or_default());
+        (id_hint, claim)
+    });
+    check_items(state, tenant_id, parsed).await
+}
+
+/// One item of a batch as read: the claim id it seems to carry, and the claim or why it
+/// could not be read.
+pub(crate) type Item = (Option<String>, Result<ClaimSubmission, ApiError>);
+
+/// Each item checked as single intake checks a claim, duplicates within the batch
+/// refused.
+pub(crate) async fn check_items(
+    state: &AppState,
+    tenant_id: &TenantId,
+    items: impl IntoIterator<Item = Item>,
+) -> Result<Checked, ApiError> {
+    let rulebook = state.config_cache.active_rulebook(tenant_id).await?;
+    let (today, now) = (Date::today_utc(), now_ms());
+    let mut results: Vec<Option<BatchItem>> = Vec::new();
+    let mut commands = Vec::new();
+    let mut slots = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, (id_hint, parsed)) in items.into_iter().enumerate() {
         let outcome = match parsed {
             Err(e) => Err(e),
             Ok(claim) => check(state, tenant_id, claim, &rulebook, today, now).await,

@@ -19,3 +19,4 @@ pub mod users;
 pub mod webhooks;
 pub mod well_known;
 pub mod workflow;
+pub mod x12;

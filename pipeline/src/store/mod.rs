@@ -30,6 +30,7 @@ mod tenants;
 pub(crate) mod uploads;
 mod users;
 mod webhooks;
+mod x12;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -59,6 +60,7 @@ pub use users::{User, UserChange, UserUpsert};
 pub use webhooks::{
     AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Redelivery, Subscription, WebhookFields,
 };
+pub use x12::{X12Ack, X12Batch};
 
 /// Which database engine a URL selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,7 +67,7 @@ pub fn rejecting(bad: &Unreadable, stamp: Stamp, control: u32) -> String {
     let parties = bad
         .parties
         .as_ref()
-        .map(Parties::reversed)
+        .map(|p| p.reversed())
         .unwrap_or_else(Parties::unknown);
     let mut e = Envelope::open(&parties, stamp, control, "FA", "999", VERSION);
     let (group_control, version) = bad

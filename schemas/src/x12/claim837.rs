@@ -103,7 +103,7 @@ pub struct Unreadable {
     /// AK9's reason: `1` group not supported, `2` version not supported, `3` the
     /// interchange or group is cut short or malformed.
     pub code: &'static str,
-    pub parties: Option<Parties>,
+    pub parties: Option<Box<Parties>>,
     /// GS06 and GS08 when the GS was read.
     pub group: Option<(String, String)>,
     pub error: SyntaxError,
@@ -134,9 +134,7 @@ fn note(
     seg: &Segment<'_>,
     set_start: usize,
     loop_id: &'static str,
-    element: usize,
-    element_ref: &'static str,
-    code: &'static str,
+    (element, element_ref, code): (usize, &'static str, &'static str),
     field: &'static str,
     message: String,
 ) -> SegmentNote {
@@ -230,7 +228,7 @@ pub fn read_837(text: &str) -> Result<Read837, Unreadable> {
     let mut group: Option<(String, String)> = None;
     let fail = |parties: &Option<Parties>, group: &Option<(String, String)>, error| Unreadable {
         code: "3",
-        parties: parties.clone(),
+        parties: parties.clone().map(Box::new),
         group: group.clone(),
         error,
     };
@@ -498,7 +496,7 @@ fn body_segment(seg: &Segment<'_>, set: &mut OpenSet, ctx: &mut Context) {
                 facility_qualifier: seg.comp(5, 2).to_owned(),
                 problem: None,
             };
-            let n = |e, r, c, f, m: String| note(seg, start, "2300", e, r, c, f, m);
+            let n = |e, r, c, f, m: String| note(seg, start, "2300", (e, r, c), f, m);
             if claim.claim_id.is_empty() {
                 claim.problem = Some(n(
                     1,
@@ -592,7 +590,7 @@ fn body_segment(seg: &Segment<'_>, set: &mut OpenSet, ctx: &mut Context) {
                 .filter(|m| !m.is_empty())
                 .map(str::to_owned)
                 .collect();
-            let n = |e, r, c, f, m: String| note(seg, start, "2400", e, r, c, f, m);
+            let n = |e, r, c, f, m: String| note(seg, start, "2400", (e, r, c), f, m);
             let amount = cents(seg.el(amount_el));
             let count = units(seg.el(units_el));
             if set.claim.is_none() {
@@ -646,9 +644,7 @@ fn body_segment(seg: &Segment<'_>, set: &mut OpenSet, ctx: &mut Context) {
                         seg,
                         start,
                         line_loop,
-                        3,
-                        "1251",
-                        "8",
+                        (3, "1251", "8"),
                         "service_date",
                         format!(
                             "DTP*472 `{}` is not a date of its format {}",

@@ -6,6 +6,8 @@ pub mod backend;
 pub mod clamd;
 pub mod documents;
 pub mod jwt;
+#[path = "../../support/x12.rs"]
+pub mod x12gen;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -433,10 +435,17 @@ impl Reply {
             .keys()
             .map(String::as_str)
             .collect();
+        // `details` only where contract part 2 puts a document in it (a 999 rejecting
+        // an X12 interchange).
+        let allowed = ["code", "message", "field", "request_id", "details"];
         assert!(
-            keys.iter()
-                .all(|k| ["code", "message", "field", "request_id"].contains(k)),
+            keys.iter().all(|k| allowed.contains(k)),
             "unexpected members in {keys:?}"
+        );
+        assert!(
+            err.get("details").is_none() || code == "BAD_REQUEST",
+            "details only on a BAD_REQUEST: {}",
+            self.body
         );
         err["field"].as_str().map(str::to_owned)
     }
