@@ -20,8 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, backtests, claims, decisions, health, jobs, members, operations, plans, providers,
-    rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow, x12,
+    audit, auth, backtests, claims, decisions, fhir, health, jobs, members, operations, plans,
+    providers, rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow, x12,
 };
 use crate::state::AppState;
 
@@ -102,6 +102,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))
         .routes(routes!(decisions::get_decision))
+        .routes(routes!(fhir::get_fhir))
         .routes(routes!(uploads::upload, uploads::list_uploads))
         .routes(routes!(uploads::get_upload))
         .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))

@@ -9,6 +9,7 @@ pub mod backtest;
 pub mod claim;
 pub mod date;
 pub mod error;
+pub mod fhir;
 pub mod id;
 pub mod job;
 pub mod member;

@@ -20,6 +20,7 @@ mod console;
 mod corrections;
 mod dead_letters;
 mod errors;
+mod fhir;
 mod forged_tokens;
 mod fused;
 mod health;

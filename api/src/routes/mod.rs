@@ -6,6 +6,7 @@ pub mod backtests;
 pub mod claims;
 pub mod console;
 pub mod decisions;
+pub mod fhir;
 pub mod health;
 pub mod jobs;
 pub mod members;
