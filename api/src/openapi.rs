@@ -20,8 +20,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::routes::{
-    audit, auth, backtests, claims, decisions, fhir, health, jobs, members, operations, plans,
-    providers, rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow, x12,
+    audit, auth, backtests, claims, decisions, fhir, health, jobs, members, operations, payments,
+    plans, providers, rulebooks, tenant_settings, uploads, users, webhooks, well_known, workflow,
+    x12,
 };
 use crate::state::AppState;
 
@@ -48,6 +49,7 @@ use axum::response::{IntoResponse, Response};
         (name = "rulebooks", description = "Rulebooks of CEL rules, drafts and publishing"),
         (name = "webhooks", description = "Event subscriptions, their delivery log and redelivery"),
         (name = "workflow", description = "The claims officers' review queue"),
+        (name = "payments", description = "Payment runs and their 835 remittances"),
         (name = "audit", description = "The tenant's hash-chained audit log"),
         (name = "operations", description = "Health, metrics and this document"),
     )
@@ -98,6 +100,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(x12::x12_intake))
         .routes(routes!(x12::get_999))
         .routes(routes!(x12::get_277ca))
+        .routes(routes!(payments::create_run))
+        .routes(routes!(payments::get_payment))
+        .routes(routes!(payments::get_835))
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::get_claim))
         .routes(routes!(claims::get_fraud))

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod dead_letters;
 pub mod intake;
 pub mod model;
+pub mod payments;
 pub mod redecide;
 pub mod reprocess;
 pub mod retry;

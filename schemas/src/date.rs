@@ -83,6 +83,17 @@ impl Date {
         Self::from_days_since_epoch(days)
     }
 
+    /// Days from 1970-01-01 to this date (Howard Hinnant's algorithm).
+    pub fn days_since_epoch(&self) -> i64 {
+        let y = i64::from(self.year) - i64::from(self.month <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y.rem_euclid(400);
+        let m = i64::from(self.month);
+        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
     /// The civil date `days` after 1970-01-01 (Howard Hinnant's algorithm).
     pub fn from_days_since_epoch(days: i64) -> Self {
         let z = days + 719_468;
@@ -128,6 +139,14 @@ impl<'de> Deserialize<'de> for Date {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn days_since_epoch_round_trips() {
+        for days in [-800_000, -1, 0, 59, 365, 11_016, 20_500, 2_932_896] {
+            let d = super::Date::from_days_since_epoch(days);
+            assert_eq!(d.days_since_epoch(), days, "{d}");
+        }
+    }
+
     use super::Date;
 
     #[test]

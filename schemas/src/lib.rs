@@ -14,6 +14,7 @@ pub mod id;
 pub mod job;
 pub mod member;
 pub mod page;
+pub mod payment;
 pub mod plan;
 pub mod provider;
 pub mod receipt;

@@ -18,10 +18,12 @@ pub enum EventKind {
     /// Contract part 2: a claim replaced by a corrected one, or voided.
     ClaimReplaced,
     ClaimVoided,
+    /// Contract part 2: a payment run paid a provider.
+    PaymentIssued,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::ClaimCompleted,
         EventKind::ClaimFlagged,
         EventKind::ClaimBlocked,
@@ -32,6 +34,7 @@ impl EventKind {
         EventKind::WorkflowTaskCreated,
         EventKind::ClaimReplaced,
         EventKind::ClaimVoided,
+        EventKind::PaymentIssued,
     ];
 
     /// The kind's name on the wire (`claim.completed`, …).
@@ -47,6 +50,7 @@ impl EventKind {
             EventKind::WorkflowTaskCreated => "workflow.task.created",
             EventKind::ClaimReplaced => "claim.replaced",
             EventKind::ClaimVoided => "claim.voided",
+            EventKind::PaymentIssued => "payment.issued",
         }
     }
 
@@ -62,10 +66,10 @@ impl std::fmt::Display for EventKind {
 }
 
 /// Every event kind's wire name, in the spec's order.
-pub const EVENT_KINDS: [&str; 10] = {
-    let mut names = [""; 10];
+pub const EVENT_KINDS: [&str; 11] = {
+    let mut names = [""; 11];
     let mut i = 0;
-    while i < 10 {
+    while i < EventKind::ALL.len() {
         names[i] = EventKind::ALL[i].as_str();
         i += 1;
     }

@@ -30,6 +30,7 @@ mod member_history;
 mod members;
 mod multi_process;
 mod openapi;
+mod payments;
 mod pipeline;
 mod providers;
 mod rate_limits;

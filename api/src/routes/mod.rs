@@ -11,6 +11,7 @@ pub mod health;
 pub mod jobs;
 pub mod members;
 pub mod operations;
+pub mod payments;
 pub mod plans;
 pub mod providers;
 pub mod rulebooks;

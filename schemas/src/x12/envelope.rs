@@ -153,7 +153,10 @@ impl Envelope {
         );
         w.start_set();
         let set_control = "0001".to_owned();
-        w.seg("ST", &[set_id, &set_control, version]);
+        // The 835's guide (X221A1) predates ST03 and marks it not used; the later guides
+        // require it.
+        let st03 = if set_id == "835" { "" } else { version };
+        w.seg("ST", &[set_id, &set_control, st03]);
         Envelope {
             w,
             control,

@@ -5,6 +5,7 @@ pub mod ack277ca;
 pub mod ack999;
 pub mod claim837;
 pub mod envelope;
+pub mod remit835;
 pub mod segments;
 
 #[cfg(test)]
