@@ -1,6 +1,7 @@
 //! The processing side of the service. `store` is the relational state shared by every
 //! role (tenants, users, sessions, keys; later the snapshots the stages write).
 
+pub mod acknowledgments;
 pub mod adjudication;
 pub mod backtest;
 pub mod bus;

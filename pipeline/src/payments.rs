@@ -17,6 +17,14 @@ use crate::topics::Topics;
 
 const DAY_MS: i64 = 86_400_000;
 
+/// A value of `claims.payments` (`schemas/avro/payment.avsc`).
+#[derive(serde::Serialize)]
+struct PaymentRecord<'a> {
+    tenant_id: &'a TenantId,
+    #[serde(flatten)]
+    payment: &'a PaymentView,
+}
+
 /// Pays what is payable through `through`; answers the run with a payment per provider
 /// (none when nothing is payable).
 pub async fn run(
@@ -51,6 +59,7 @@ pub async fn run(
         .await?;
     let mut payments = Vec::with_capacity(by_provider.len());
     let mut messages = Vec::with_capacity(by_provider.len());
+    let mut records = Vec::with_capacity(by_provider.len());
     for (provider_id, claims) in by_provider {
         let id = uuid::Uuid::now_v7();
         let p = NewPayment {
@@ -80,9 +89,18 @@ pub async fn run(
             view.issued_at.clone(),
             &view,
         );
+        let key = format!("{tenant_id}/{}", view.payment_id);
         messages.push(Message {
-            key: format!("{tenant_id}/{}", view.payment_id),
+            key: key.clone(),
             value: serde_json::to_vec(&event).map_err(|e| StoreError::Config(e.to_string()))?,
+        });
+        let record = PaymentRecord {
+            tenant_id,
+            payment: &view,
+        };
+        records.push(Message {
+            key,
+            value: serde_json::to_vec(&record).map_err(|e| StoreError::Config(e.to_string()))?,
         });
         payments.push(view);
     }
@@ -101,8 +119,12 @@ pub async fn run(
     bus.append_in(&mut tx, &topics.events, &messages)
         .await
         .map_err(crate::intake::into_store)?;
+    bus.append_in(&mut tx, &topics.payments, &records)
+        .await
+        .map_err(crate::intake::into_store)?;
     tx.commit().await?;
     bus.wake(&topics.events.name);
+    bus.wake(&topics.payments.name);
     Ok(PaymentRunView {
         run_id,
         through,

@@ -35,6 +35,10 @@ pub struct Topics {
     pub uploads: TopicSpec,
     /// Uploads found clean, waiting for OCR.
     pub uploads_scanned: TopicSpec,
+    /// Payments of payment runs, for analysts and payment systems.
+    pub payments: TopicSpec,
+    /// 837 interchanges taken, with their 999 and 277CA.
+    pub x12_acks: TopicSpec,
     /// Records no stage could decode, kept for an operator: their bytes as they were
     /// read, so it has no schema.
     pub dead_letter: TopicSpec,
@@ -60,6 +64,8 @@ impl Topics {
             accumulators: state("state.accumulators").with_schema(&avro::ACCUMULATOR),
             uploads: stream("uploads.received").with_schema(&avro::UPLOAD),
             uploads_scanned: stream("uploads.scanned").with_schema(&avro::UPLOAD),
+            payments: stream("claims.payments").with_schema(&avro::PAYMENT),
+            x12_acks: stream("claims.x12-acks").with_schema(&avro::X12_ACK),
             dead_letter: TopicSpec::new(name("claims.dead-letter"), 1, false),
         }
     }
@@ -83,6 +89,8 @@ impl Topics {
             self.accumulators.clone(),
             self.uploads.clone(),
             self.uploads_scanned.clone(),
+            self.payments.clone(),
+            self.x12_acks.clone(),
             self.dead_letter.clone(),
         ]
     }

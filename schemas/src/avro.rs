@@ -108,9 +108,11 @@ topic_schema!(SUBMISSION, "submission", ["1", "2", "3"]);
 topic_schema!(OFFICER_DECISION, "officer-decision", ["1"]);
 topic_schema!(UPLOAD, "upload", ["1"]);
 topic_schema!(ACCUMULATOR, "accumulator", ["1"]);
+topic_schema!(PAYMENT, "payment", ["1"]);
+topic_schema!(X12_ACK, "x12-ack", ["1"]);
 
 /// Every value schema, for listings and tests.
-pub static ALL: [&TopicSchema; 11] = [
+pub static ALL: [&TopicSchema; 13] = [
     &DOMAIN_EVENT,
     &REJECTED,
     &SUBMISSION,
@@ -122,6 +124,8 @@ pub static ALL: [&TopicSchema; 11] = [
     &MEMBER_STATE,
     &ACCUMULATOR,
     &UPLOAD,
+    &PAYMENT,
+    &X12_ACK,
 ];
 
 /// The schema of every key: plain UTF-8 text.

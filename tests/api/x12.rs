@@ -145,6 +145,16 @@ async fn an_837p_of_a_thousand_claims_is_taken_and_acknowledged_per_claim(b: Bac
     let a277 = ack(&app, &s.access, &batch, "277ca").await;
     pyx12(dir.path(), &[("out.999", &a999), ("out.277", &a277)]);
     assert_eq!(count(&a999, "IK5*A~"), 3, "{a999}");
+    // The acknowledgments are on their topic too.
+    let records = app.records_of(&app.state.topics.x12_acks, 1).await;
+    assert_eq!(records.len(), 1);
+    let v: Value = serde_json::from_slice(&records[0].value).unwrap();
+    assert_eq!(records[0].key, format!("acme/{batch}"));
+    assert_eq!(
+        (v["accepted"].as_i64(), v["ack_999"].as_str()),
+        (Some(1000), Some(a999.as_str()))
+    );
+    assert_eq!(v["ack_277ca"].as_str(), Some(a277.as_str()));
     assert!(a999.contains("AK9*A*3*3*3~"), "{a999}");
     assert_eq!(count(&a277, "STC*A1:20*"), 1000);
     assert_eq!(count(&a277, "STC*A3:21*"), 1);

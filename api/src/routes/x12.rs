@@ -196,20 +196,22 @@ pub async fn x12_intake(
     let control = control_number();
     let ack_999 = ack999::accepting(&read, stamp, control);
     let ack_277ca = ack277ca::render(&read, &acks, &batch_id, stamp, control % 999_999_999 + 1);
-    state
-        .store
-        .insert_x12_batch(
-            &who.tenant_id,
-            &X12Batch {
-                batch_id: &batch_id,
-                version: &read.version,
-                accepted: result.accepted as i64,
-                rejected: result.rejected as i64,
-                ack_999: &ack_999,
-                ack_277ca: &ack_277ca,
-            },
-        )
-        .await?;
+    let batch = X12Batch {
+        batch_id: &batch_id,
+        version: &read.version,
+        accepted: result.accepted as i64,
+        rejected: result.rejected as i64,
+        ack_999: &ack_999,
+        ack_277ca: &ack_277ca,
+    };
+    pipeline::acknowledgments::record(
+        &state.store,
+        &state.bus,
+        &state.topics,
+        &who.tenant_id,
+        &batch,
+    )
+    .await?;
     tracing::info!(tenant_id = %who.tenant_id, %batch_id, accepted = result.accepted, rejected = result.rejected, "X12 interchange received.");
     Ok(Json(X12BatchResult {
         batch_id,

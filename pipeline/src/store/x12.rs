@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use super::{Store, StoreError};
-use crate::clock::now_ms;
 
 /// One interchange taken, with its acknowledgments.
 #[derive(Debug, Clone)]
@@ -50,12 +49,14 @@ impl Store {
         Ok(out)
     }
 
-    pub async fn insert_x12_batch(
+    /// The batch's row, inside the caller's transaction (which also carries its record).
+    pub async fn insert_x12_batch_in(
         &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
         tenant_id: &str,
         b: &X12Batch<'_>,
+        now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO x12_batches (tenant_id, batch_id, version, accepted, rejected, \
              ack_999, ack_277ca, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -67,10 +68,9 @@ impl Store {
         .bind(b.rejected)
         .bind(b.ack_999)
         .bind(b.ack_277ca)
-        .bind(now_ms())
-        .execute(&mut *tx)
+        .bind(now)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
