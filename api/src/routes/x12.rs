@@ -60,7 +60,7 @@ fn refused(field: &str, message: String) -> ApiError {
 
 /// One claim of the interchange as intake takes it, or why it cannot be taken.
 fn submission(
-    c: &Claim837,
+    c: &mut Claim837,
     set_rejected: Option<&str>,
     providers: &HashMap<String, String>,
 ) -> Result<ClaimSubmission, ApiError> {
@@ -96,8 +96,9 @@ fn submission(
         service_date: c
             .service_date
             .ok_or_else(|| refused("service_date", "no service date".into()))?,
-        lines: c.lines.clone(),
-        diagnosis_codes: c.diagnosis_codes.clone(),
+        // Moved, not copied: the acknowledgments need neither.
+        lines: std::mem::take(&mut c.lines),
+        diagnosis_codes: std::mem::take(&mut c.diagnosis_codes),
         metadata: Default::default(),
         frequency: c.frequency,
         replaces_claim_id: c
@@ -149,7 +150,7 @@ pub async fn x12_intake(
     }
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("an X12 interchange is ASCII text"))?;
-    let read: Read837 = pipeline::cpu::heavy(async { read_837(text) })
+    let mut read: Read837 = pipeline::cpu::heavy(async { read_837(text) })
         .await
         .map_err(|bad| unreadable(&bad))?;
     let total = read.claims().count();
@@ -168,11 +169,11 @@ pub async fn x12_intake(
     let providers = state.store.providers_by_npi(&who.tenant_id, &npis).await?;
     let items: Vec<Item> = read
         .sets
-        .iter()
+        .iter_mut()
         .flat_map(|s| {
             let rejected = s.rejected.as_ref().map(|r| r.1.as_str());
             let providers = &providers;
-            s.claims.iter().map(move |c| {
+            s.claims.iter_mut().map(move |c| {
                 let hint = (!c.claim_id.is_empty()).then(|| c.claim_id.clone());
                 (hint, submission(c, rejected, providers))
             })
