@@ -98,6 +98,7 @@ impl Server {
             fuse: self.fuse_stages,
             webhooks: self.webhooks,
             uploads: self.uploads.clone(),
+            clock: state.clock.clone(),
         };
         if self.roles.iter().any(|r| r == "scan") && self.uploads.clamd.is_none() {
             tracing::warn!("CLAIMS_CLAMD_ADDRESS is not set: uploads are checked only by the built-in screen (EICAR and known-bad hashes), not by clamd.");

@@ -117,6 +117,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
             webhooks::delete_webhook
         ))
         .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(webhooks::webhook_stats))
         .routes(routes!(webhooks::redeliver))
         .routes(routes!(workflow::list_tasks))
         .routes(routes!(workflow::get_task))

@@ -20,10 +20,12 @@ pub enum EventKind {
     ClaimVoided,
     /// Contract part 2: a payment run paid a provider.
     PaymentIssued,
+    /// Contract part 2: a subscription disabled after a day of failed deliveries.
+    WebhookDisabled,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::ClaimCompleted,
         EventKind::ClaimFlagged,
         EventKind::ClaimBlocked,
@@ -35,6 +37,7 @@ impl EventKind {
         EventKind::ClaimReplaced,
         EventKind::ClaimVoided,
         EventKind::PaymentIssued,
+        EventKind::WebhookDisabled,
     ];
 
     /// The kind's name on the wire (`claim.completed`, …).
@@ -51,6 +54,7 @@ impl EventKind {
             EventKind::ClaimReplaced => "claim.replaced",
             EventKind::ClaimVoided => "claim.voided",
             EventKind::PaymentIssued => "payment.issued",
+            EventKind::WebhookDisabled => "webhook.disabled",
         }
     }
 
@@ -66,8 +70,8 @@ impl std::fmt::Display for EventKind {
 }
 
 /// Every event kind's wire name, in the spec's order.
-pub const EVENT_KINDS: [&str; 11] = {
-    let mut names = [""; 11];
+pub const EVENT_KINDS: [&str; 12] = {
+    let mut names = [""; 12];
     let mut i = 0;
     while i < EventKind::ALL.len() {
         names[i] = EventKind::ALL[i].as_str();
@@ -179,6 +183,29 @@ pub struct Webhook {
     pub payload: Payload,
     pub created_at: String,
     pub updated_at: String,
+    /// Why the service disabled it, when it did (a day of failed deliveries); cleared
+    /// when it is enabled again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
+}
+
+/// `GET /webhooks/{webhook_id}/stats`: the subscription's deliveries over the last hour.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct WebhookStats {
+    /// 3600.
+    pub window_s: i64,
+    pub attempts: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    /// Of the window's attempts, answered or timed out; 0 without attempts.
+    pub p50_ms: i64,
+    pub p99_ms: i64,
+    /// Failed attempts since the last success, whatever the window.
+    pub consecutive_failures: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
 }
 
 /// One attempt to deliver one event to one subscription.

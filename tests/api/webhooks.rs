@@ -31,6 +31,7 @@ crate::all_backends!(
     subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only,
     a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_delivery,
     delivery_bodies_past_the_tenants_retention_are_dropped_and_their_log_stays,
+    an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_enabled,
 );
 
 /// What the receiver answers to one request.
@@ -898,4 +899,99 @@ async fn delivery_bodies_past_the_tenants_retention_are_dropped_and_their_log_st
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     wait_for_attempts(&app, &globex, &subs[1].0, 2).await;
+}
+
+async fn stats(app: &TestApp, s: &Session, webhook_id: &str) -> Value {
+    let r = app
+        .get(&format!("/webhooks/{webhook_id}/stats"), &s.access)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    r.body
+}
+
+async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_enabled(b: Backend) {
+    let app = fast_app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    // 24 failures on the first day, 4 more a day later; then it answers.
+    let dead = Receiver::start(&[Answer::Status(500); 28]).await;
+    let watcher = Receiver::start(&[]).await;
+    let dead_id = subscribe(&app, &s, &dead.url(), &["claim.completed"], "secret").await;
+    subscribe(&app, &s, &watcher.url(), &["webhook.disabled"], "other").await;
+    for i in 0..6 {
+        submit(&app, &s, claim(&format!("CLM-D{i}"))).await;
+    }
+    dead.wait_for(24, Duration::from_secs(60)).await;
+    wait_for_attempts(&app, &s, &dead_id, 24).await;
+    let st = stats(&app, &s, &dead_id).await;
+    assert_eq!(
+        (
+            &st["window_s"],
+            &st["attempts"],
+            &st["failed"],
+            &st["succeeded"]
+        ),
+        (&json!(3600), &json!(24), &json!(24), &json!(0)),
+        "{st}"
+    );
+    assert_eq!(st["consecutive_failures"], 24);
+    assert!(st["p99_ms"].as_i64().unwrap() >= st["p50_ms"].as_i64().unwrap());
+    let w = app.get(&format!("/webhooks/{dead_id}"), &s.access).await;
+    assert_eq!(
+        w.body["enabled"], true,
+        "24 failures within minutes are not a day"
+    );
+
+    // A day later it still fails: disabled, and the other subscription is told.
+    app.state.clock.advance(Duration::from_secs(24 * 3600 + 60));
+    submit(&app, &s, claim("CLM-D6")).await;
+    let told = watcher.wait_for(1, Duration::from_secs(30)).await;
+    let event = told[0].json();
+    assert_eq!(event["event"], "webhook.disabled", "{event}");
+    assert_eq!(event["data"]["webhook_id"], dead_id.as_str());
+    let w = app.get(&format!("/webhooks/{dead_id}"), &s.access).await;
+    assert_eq!(w.body["enabled"], false, "{}", w.body);
+    assert!(w.body["disabled_reason"]
+        .as_str()
+        .unwrap()
+        .contains("24 hours"));
+    let st = stats(&app, &s, &dead_id).await;
+    assert!(st["disabled_at"].is_string(), "{st}");
+    assert!(st["consecutive_failures"].as_i64().unwrap() >= 25);
+    assert!(
+        st["attempts"].as_i64().unwrap() < 24,
+        "the first day's attempts are out of the hour: {st}"
+    );
+    // Disabled, it gets nothing, however many claims complete.
+    let before = dead.hits().len();
+    submit(&app, &s, claim("CLM-D7")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        dead.hits().len(),
+        before,
+        "a disabled subscription is not called"
+    );
+
+    // Enabled again (the receiver answers now): its waiting deliveries go out.
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{dead_id}"),
+            Some(&s.access),
+            Some(json!({"enabled": true})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.get("disabled_reason").is_none(), "{}", r.body);
+    let hits = dead.wait_for(before + 1, Duration::from_secs(30)).await;
+    let resumed: Vec<String> = hits[before..]
+        .iter()
+        .map(|h| {
+            h.json()["data"]["claim_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(resumed.contains(&"CLM-D7".to_owned()), "{resumed:?}");
+    assert_eq!(watcher.hits().len(), 1, "one webhook.disabled");
 }

@@ -11,6 +11,7 @@
 
 #[path = "../api/support/backend.rs"]
 mod backend;
+mod payments;
 mod reprocess;
 // Each suite uses a part of the shared support.
 #[allow(dead_code)]

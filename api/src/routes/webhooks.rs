@@ -6,7 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pipeline::store::{Redelivery, WebhookFields};
 use pipeline::webhooks::guard::check_url;
-use schemas::webhook::{is_event_kind, CreateWebhook, DeliveryAttempt, PatchWebhook, Webhook};
+use schemas::webhook::{
+    is_event_kind, CreateWebhook, DeliveryAttempt, PatchWebhook, Webhook, WebhookStats,
+};
 use schemas::{ErrorBody, Page};
 
 use crate::auth::principal::scope::TenantConfigure;
@@ -127,6 +129,25 @@ pub async fn get_webhook(
         .ok_or(ApiError::NotFound)
 }
 
+/// A subscription's health: its deliveries over the last hour (attempts, successes,
+/// failures, latency), its failures since its last success, and when the service
+/// disabled it, if it did (after 24 hours of nothing but failures, at least 20).
+#[utoipa::path(get, path = "/webhooks/{webhook_id}/stats", tag = "webhooks",
+    security(("bearer" = ["tenant:configure"])),
+    responses((status = 200, description = "The last hour of deliveries", body = WebhookStats), (status = 404, description = "No such subscription in this tenant", body = ErrorBody)))]
+pub async fn webhook_stats(
+    State(state): State<AppState>,
+    who: Authorized<TenantConfigure>,
+    Path(webhook_id): Path<String>,
+) -> Result<Json<WebhookStats>, ApiError> {
+    state
+        .store
+        .webhook_stats(&who.tenant_id, &webhook_id, state.clock.now_ms())
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound)
+}
+
 /// Change a subscription: the fields present are replaced. Deliveries already queued
 /// go to the new URL, signed with the new secret.
 #[utoipa::path(patch, path = "/webhooks/{webhook_id}", tag = "webhooks",
@@ -170,6 +191,7 @@ pub async fn patch_webhook(
                 payload: body.payload.unwrap_or(current.payload),
             },
             &who.user_id,
+            state.clock.now_ms(),
         )
         .await?
         .ok_or(ApiError::NotFound)?;

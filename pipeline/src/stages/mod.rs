@@ -66,6 +66,8 @@ pub struct Deps {
     pub fuse: bool,
     pub webhooks: crate::webhooks::SenderSettings,
     pub uploads: crate::uploads::UploadSettings,
+    /// The wall clock, which tests move forward (a day of webhook failures).
+    pub clock: crate::clock::Clock,
 }
 
 /// Starts the named stages on `tasks`; they stop when `shutdown` turns true.
@@ -149,9 +151,19 @@ pub async fn spawn(
             }),
             "webhooks" => {
                 let queued = std::sync::Arc::new(tokio::sync::Notify::new());
-                let sender =
-                    crate::webhooks::Sender::new(deps.store.clone(), deps.webhooks, queued.clone())
-                        .map_err(StageError::Transient)?;
+                let health = crate::webhooks::health::Health::new(
+                    deps.store.clone(),
+                    deps.bus.clone(),
+                    deps.topics.events.clone(),
+                    deps.clock.clone(),
+                );
+                let sender = crate::webhooks::Sender::new(
+                    deps.store.clone(),
+                    deps.webhooks,
+                    queued.clone(),
+                    health,
+                )
+                .map_err(StageError::Transient)?;
                 tasks.spawn(sender.run(shutdown.clone()));
                 tasks.spawn(crate::webhooks::retention::run(
                     deps.store.clone(),

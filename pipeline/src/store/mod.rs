@@ -30,6 +30,7 @@ mod tasks;
 mod tenants;
 pub(crate) mod uploads;
 mod users;
+mod webhook_health;
 mod webhooks;
 mod x12;
 
@@ -59,6 +60,7 @@ pub use tasks::{TaskDecision, TaskRefusal};
 pub use tenants::Tenant;
 pub use uploads::{Extraction, NewUpload, UploadChange};
 pub use users::{User, UserChange, UserUpsert};
+pub use webhook_health::{Disabled, FailingStreak, STATS_WINDOW_MS};
 pub use webhooks::{
     AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Redelivery, Subscription, WebhookFields,
 };

@@ -20,6 +20,8 @@ struct WebhookRow {
     payload: String,
     created_at: i64,
     updated_at: i64,
+    disabled_reason: Option<String>,
+    disabled_at: Option<i64>,
 }
 
 impl TryFrom<WebhookRow> for Webhook {
@@ -39,11 +41,14 @@ impl TryFrom<WebhookRow> for Webhook {
             enabled: r.enabled != 0,
             created_at: ms_to_rfc3339(r.created_at),
             updated_at: ms_to_rfc3339(r.updated_at),
+            disabled_reason: r.disabled_reason,
+            disabled_at: r.disabled_at.map(ms_to_rfc3339),
         })
     }
 }
 
-const COLUMNS: &str = "webhook_id, url, events, enabled, payload, created_at, updated_at";
+const COLUMNS: &str =
+    "webhook_id, url, events, enabled, payload, created_at, updated_at, disabled_reason, disabled_at";
 
 #[derive(sqlx::FromRow)]
 struct WithSecret {
@@ -143,6 +148,8 @@ pub struct DueDelivery {
 #[derive(Debug, Clone)]
 pub struct AttemptOutcome {
     pub delivery_id: String,
+    /// The subscription, for its health.
+    pub webhook_id: String,
     pub attempt: i64,
     pub status_code: Option<i64>,
     pub error: Option<String>,
@@ -234,6 +241,8 @@ impl Store {
             payload: w.payload,
             created_at: ms_to_rfc3339(now),
             updated_at: ms_to_rfc3339(now),
+            disabled_reason: None,
+            disabled_at: None,
         })
     }
 
@@ -271,20 +280,29 @@ impl Store {
     }
 
     /// Replaces a subscription's fields; `None` when it does not exist in this tenant.
+    /// Replaces a subscription's fields. Enabling a disabled one clears why it was
+    /// disabled and starts its failing streak anew at `at` (the service's clock).
     pub async fn update_webhook(
         &self,
         tenant_id: &str,
         webhook_id: &str,
         w: WebhookFields<'_>,
         actor: &str,
+        at: i64,
     ) -> Result<Option<Webhook>, StoreError> {
         let events =
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
         let entry = audit_entry(tenant_id, actor, "webhook.changed", webhook_id, Some(&w));
         let mut tx = self.writer().begin().await?;
+        // Parameters appear in order of their numbers: SQLite numbers named ones by
+        // first appearance.
         let row = sqlx::query_as::<_, WebhookRow>(&format!(
             "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, payload = $5, \
-             updated_at = $6 WHERE tenant_id = $7 AND webhook_id = $8 RETURNING {COLUMNS}"
+             updated_at = $6, \
+             enabled_at = CASE WHEN $4 = 1 AND enabled = 0 THEN $7 ELSE enabled_at END, \
+             disabled_reason = CASE WHEN $4 = 1 THEN NULL ELSE disabled_reason END, \
+             disabled_at = CASE WHEN $4 = 1 THEN NULL ELSE disabled_at END \
+             WHERE tenant_id = $8 AND webhook_id = $9 RETURNING {COLUMNS}"
         ))
         .bind(w.url)
         .bind(&events)
@@ -292,6 +310,7 @@ impl Store {
         .bind(i64::from(w.enabled))
         .bind(w.payload.as_str())
         .bind(now_ms())
+        .bind(at)
         .bind(tenant_id)
         .bind(webhook_id)
         .fetch_optional(&mut *tx)

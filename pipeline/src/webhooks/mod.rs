@@ -5,6 +5,7 @@
 //! connection.
 
 pub mod guard;
+pub mod health;
 pub mod retention;
 pub mod schedule;
 pub mod sender;

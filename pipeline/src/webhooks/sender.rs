@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 use super::guard::{check_literal, GuardedResolver};
+use super::health::Health;
 use super::schedule::after_failure;
 use super::signing::sign;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, Clock};
 use crate::retry::backoff;
 use crate::store::{AttemptOutcome, DueDelivery, Store};
 
@@ -86,10 +87,18 @@ pub struct Sender {
     settings: SenderSettings,
     /// Woken when deliveries are queued or an attempt ends.
     wake: Arc<Notify>,
+    /// When attempts happen and deliveries are due: the wall clock, moved by tests.
+    clock: Clock,
+    health: Health,
 }
 
 impl Sender {
-    pub fn new(store: Store, settings: SenderSettings, wake: Arc<Notify>) -> Result<Self, String> {
+    pub fn new(
+        store: Store,
+        settings: SenderSettings,
+        wake: Arc<Notify>,
+        health: Health,
+    ) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(TIMEOUT)
@@ -106,6 +115,8 @@ impl Sender {
             client,
             settings,
             wake,
+            clock: health.clock.clone(),
+            health,
         })
     }
 
@@ -113,7 +124,12 @@ impl Sender {
     /// their leases bring them back after a restart.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let recorder = tokio::spawn(record(self.store.clone(), done_rx, self.wake.clone()));
+        let recorder = tokio::spawn(record(
+            self.store.clone(),
+            done_rx,
+            self.wake.clone(),
+            self.health.clone(),
+        ));
         let global = Arc::new(Semaphore::new(self.settings.max_in_flight));
         let endpoints: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
         let depth = self.settings.per_endpoint * DEPTH;
@@ -151,13 +167,13 @@ impl Sender {
                 };
                 let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
                 let (map, wake) = (endpoints.clone(), self.wake.clone());
-                let settings = self.settings;
+                let (settings, clock) = (self.settings, self.clock.clone());
                 tokio::spawn(async move {
                     // Endpoint first: a delivery waiting for its endpoint holds no global slot.
                     if let Ok(_endpoint) = slots.acquire_owned().await {
                         if let Ok(_slot) = global.acquire_owned().await {
-                            if leased(d.lease_until, now_ms()) {
-                                let _ = done.send(attempt(&client, &d, &settings).await);
+                            if leased(d.lease_until, clock.now_ms()) {
+                                let _ = done.send(attempt(&client, &d, &settings, &clock).await);
                             }
                         }
                     }
@@ -183,7 +199,8 @@ impl Sender {
             // Sleep until woken, until the next retry is due, or for the idle poll.
             let nap = match self.store.next_delivery_due().await {
                 Ok(Some(at)) => {
-                    Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)).min(IDLE_POLL)
+                    Duration::from_millis(u64::try_from(at - self.clock.now_ms()).unwrap_or(0))
+                        .min(IDLE_POLL)
                 }
                 _ => IDLE_POLL,
             };
@@ -206,7 +223,7 @@ impl Sender {
         endpoints: &Mutex<HashMap<String, Endpoint>>,
         turn: usize,
     ) -> Result<Claimed, crate::store::StoreError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let due = self.store.due_endpoints(now).await?;
         let depth = self.settings.per_endpoint * DEPTH;
         let (wants, more) = {
@@ -275,12 +292,13 @@ async fn attempt(
     client: &reqwest::Client,
     d: &DueDelivery,
     settings: &SenderSettings,
+    clock: &Clock,
 ) -> AttemptOutcome {
     let (allow_private, retry_waits) = (settings.allow_private, &settings.retry_waits);
     let number = d.attempts + 1;
     let started = Instant::now();
     let result = send(client, d, allow_private).await;
-    let at = now_ms();
+    let at = clock.now_ms();
     let duration_ms = started.elapsed().as_millis() as i64;
     let (status_code, error) = match result {
         Ok(status) if (200..300).contains(&status) => (Some(status), None),
@@ -303,6 +321,7 @@ async fn attempt(
     };
     AttemptOutcome {
         delivery_id: d.delivery_id.clone(),
+        webhook_id: d.endpoint.webhook_id.clone(),
         attempt: number,
         status_code,
         error,
@@ -377,6 +396,7 @@ async fn record(
     store: Store,
     mut done: mpsc::UnboundedReceiver<AttemptOutcome>,
     wake: Arc<Notify>,
+    mut health: Health,
 ) {
     let mut batch = Vec::new();
     while done.recv_many(&mut batch, CLAIM_BATCH).await > 0 {
@@ -397,6 +417,10 @@ async fn record(
             failures += 1;
             tracing::warn!(error = %e, "Cannot record webhook attempts; retrying.");
             tokio::time::sleep(backoff(failures)).await;
+        }
+        // A health check that fails is made again with the subscription's next failure.
+        if let Err(e) = health.after(&batch).await {
+            tracing::warn!(error = %e, "Cannot check the health of webhook subscriptions.");
         }
         batch.clear();
         // A retry may now be due sooner than the sender's nap.
