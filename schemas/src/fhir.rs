@@ -122,10 +122,10 @@ pub struct ResponseItem {
     pub adjudication: Vec<Adjudication>,
 }
 
-/// `ClaimResponse` (R4).
+/// What a `ClaimResponse` and an `ExplanationOfBenefit` of one claim say alike.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClaimResponse {
+pub struct Common {
     pub resource_type: &'static str,
     pub identifier: Vec<Identifier>,
     pub status: &'static str,
@@ -136,14 +136,22 @@ pub struct ClaimResponse {
     pub patient: Reference,
     pub created: String,
     pub insurer: Reference,
-    pub requestor: Reference,
-    pub request: Reference,
     pub outcome: &'static str,
     pub disposition: String,
-    pub item: Vec<ResponseItem>,
     pub total: Vec<Total>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub process_note: Vec<ProcessNote>,
+}
+
+/// `ClaimResponse` (R4).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimResponse {
+    #[serde(flatten)]
+    pub common: Common,
+    pub requestor: Reference,
+    pub request: Reference,
+    pub item: Vec<ResponseItem>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -181,27 +189,14 @@ pub struct Quantity {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExplanationOfBenefit {
-    pub resource_type: &'static str,
-    pub identifier: Vec<Identifier>,
-    pub status: &'static str,
-    #[serde(rename = "type")]
-    pub kind: CodeableConcept,
-    #[serde(rename = "use")]
-    pub use_: &'static str,
-    pub patient: Reference,
-    pub created: String,
-    pub insurer: Reference,
+    #[serde(flatten)]
+    pub common: Common,
     pub provider: Reference,
     pub claim: Reference,
-    pub outcome: &'static str,
-    pub disposition: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub diagnosis: Vec<Diagnosis>,
     pub insurance: Vec<Insurance>,
     pub item: Vec<EobItem>,
-    pub total: Vec<Total>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub process_note: Vec<ProcessNote>,
 }
 
 fn category(code: &str) -> CodeableConcept {
@@ -305,29 +300,35 @@ fn totals(c: &ClaimView) -> Vec<Total> {
     ]
 }
 
-fn claim_type() -> CodeableConcept {
-    concept(CLAIM_TYPE, "professional")
+/// The fields both resources share; `created` is when the claim was decided.
+fn common(resource_type: &'static str, tenant_id: &str, c: &ClaimView) -> Common {
+    let s = &c.submission;
+    Common {
+        resource_type,
+        identifier: vec![Identifier {
+            system: CLAIM_ID,
+            value: s.claim_id.as_str().to_owned(),
+        }],
+        status: "active",
+        kind: concept(CLAIM_TYPE, "professional"),
+        use_: "claim",
+        patient: by_id(MEMBER_ID, s.member_id.as_str()),
+        created: c.updated_at.clone(),
+        insurer: by_id(TENANT_ID, tenant_id),
+        outcome: outcome(c),
+        disposition: disposition(c),
+        total: totals(c),
+        process_note: notes(c),
+    }
 }
 
 /// The claim as a `ClaimResponse`; `created` is when it was decided (RFC 3339).
 pub fn claim_response(tenant_id: &str, c: &ClaimView) -> ClaimResponse {
     let s = &c.submission;
     ClaimResponse {
-        resource_type: "ClaimResponse",
-        identifier: vec![Identifier {
-            system: CLAIM_ID,
-            value: s.claim_id.as_str().to_owned(),
-        }],
-        status: "active",
-        kind: claim_type(),
-        use_: "claim",
-        patient: by_id(MEMBER_ID, s.member_id.as_str()),
-        created: c.updated_at.clone(),
-        insurer: by_id(TENANT_ID, tenant_id),
+        common: common("ClaimResponse", tenant_id, c),
         requestor: by_id(PROVIDER_ID, s.provider_id.as_str()),
         request: by_id(CLAIM_ID, s.claim_id.as_str()),
-        outcome: outcome(c),
-        disposition: disposition(c),
         item: c
             .lines
             .iter()
@@ -338,8 +339,6 @@ pub fn claim_response(tenant_id: &str, c: &ClaimView) -> ClaimResponse {
                 })
             })
             .collect(),
-        total: totals(c),
-        process_note: notes(c),
     }
 }
 
@@ -347,21 +346,9 @@ pub fn claim_response(tenant_id: &str, c: &ClaimView) -> ClaimResponse {
 pub fn explanation_of_benefit(tenant_id: &str, c: &ClaimView) -> ExplanationOfBenefit {
     let s = &c.submission;
     ExplanationOfBenefit {
-        resource_type: "ExplanationOfBenefit",
-        identifier: vec![Identifier {
-            system: CLAIM_ID,
-            value: s.claim_id.as_str().to_owned(),
-        }],
-        status: "active",
-        kind: claim_type(),
-        use_: "claim",
-        patient: by_id(MEMBER_ID, s.member_id.as_str()),
-        created: c.updated_at.clone(),
-        insurer: by_id(TENANT_ID, tenant_id),
+        common: common("ExplanationOfBenefit", tenant_id, c),
         provider: by_id(PROVIDER_ID, s.provider_id.as_str()),
         claim: by_id(CLAIM_ID, s.claim_id.as_str()),
-        outcome: outcome(c),
-        disposition: disposition(c),
         diagnosis: s
             .diagnosis_codes
             .iter()
@@ -398,7 +385,5 @@ pub fn explanation_of_benefit(tenant_id: &str, c: &ClaimView) -> ExplanationOfBe
                     .unwrap_or_default(),
             })
             .collect(),
-        total: totals(c),
-        process_note: notes(c),
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::benefits::plan_and_member;
 use crate::claims::{ready_tenant, submit};
 use crate::pipeline::decided;
-use crate::support::{python, Backend, Reply, TestApp};
+use crate::support::{check_with_python, Backend, Reply, TestApp};
 
 crate::both_backends!(
     an_adjudicated_a_partly_denied_and_a_declined_claim_read_as_valid_fhir,
@@ -18,25 +18,15 @@ crate::both_backends!(
 /// Runs fhir.resources over the resources; fails the test with its findings.
 fn validate(resources: &[(&str, &Value)]) {
     let dir = tempfile::tempdir().unwrap();
-    let mut paths = Vec::new();
-    for (name, r) in resources {
-        let p = dir.path().join(format!("{name}.json"));
-        std::fs::write(&p, serde_json::to_vec(r).unwrap()).unwrap();
-        paths.push(p);
-    }
-    let out = std::process::Command::new(python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fhir/validate.py"
-        ))
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fhir.resources finds errors:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let files: Vec<(String, Vec<u8>)> = resources
+        .iter()
+        .map(|(name, r)| (format!("{name}.json"), serde_json::to_vec(r).unwrap()))
+        .collect();
+    check_with_python(
+        "tests/fhir/validate.py",
+        "fhir.resources",
+        dir.path(),
+        &files,
     );
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::claims::ready_tenant;
 use crate::pipeline::decided;
 use crate::support::x12gen::{self, Claim};
-use crate::support::{python, Backend, Reply, Session, TestApp};
+use crate::support::{check_with_python, Backend, Reply, Session, TestApp};
 
 crate::both_backends!(
     an_837p_of_a_thousand_claims_is_taken_and_acknowledged_per_claim,
@@ -19,28 +19,13 @@ crate::both_backends!(
     a_set_whose_trailer_is_wrong_is_rejected_alone,
 );
 
-/// Runs pyx12 over the documents; fails the test with its findings.
+/// Runs pyx12 over the documents, written to `dir`; fails the test with its findings.
 pub fn pyx12(dir: &Path, docs: &[(&str, &str)]) {
-    let mut paths = Vec::new();
-    for (name, text) in docs {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        paths.push(p);
-    }
-    let out = std::process::Command::new(python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/x12/validate.py"
-        ))
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyx12 finds errors:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let files: Vec<(String, Vec<u8>)> = docs
+        .iter()
+        .map(|(name, text)| ((*name).to_owned(), text.as_bytes().to_vec()))
+        .collect();
+    check_with_python("tests/x12/validate.py", "pyx12", dir, &files);
 }
 
 /// Providers with NPIs, each contracted; answers (name, NPI) pairs.

@@ -69,19 +69,7 @@ async fn run(b: Backend) {
     let mut child = env.start();
     service::wait_ready(&client, &env.base).await;
     let token = service::set_up_tenant(&client, &env.base).await;
-    for start in (0..CLAIMS).step_by(service::BATCH) {
-        let items: Vec<Value> = (start..start + service::BATCH)
-            .map(service::claim)
-            .collect();
-        service::call(
-            &client,
-            &token,
-            Method::POST,
-            format!("{}/claims/batch", env.base),
-            json!(items),
-        )
-        .await;
-    }
+    service::submit_claims(&client, &env.base, &token, CLAIMS).await;
     let store = Store::connect(&db.url, &StoreOptions::default())
         .await
         .unwrap();

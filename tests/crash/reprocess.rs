@@ -62,19 +62,7 @@ async fn run(b: Backend) {
         {"rule_id": "all", "when": "claim.claim_amount > 0", "action": "flag", "reason_code": "ALL"}
     ]))
     .await;
-    for start in (0..CLAIMS).step_by(service::BATCH) {
-        let items: Vec<Value> = (start..start + service::BATCH)
-            .map(service::claim)
-            .collect();
-        service::call(
-            &client,
-            &token,
-            Method::POST,
-            format!("{}/claims/batch", env.base),
-            json!(items),
-        )
-        .await;
-    }
+    service::submit_claims(&client, &env.base, &token, CLAIMS).await;
     let store = Store::connect(&db.url, &StoreOptions::default())
         .await
         .unwrap();

@@ -237,6 +237,21 @@ pub async fn call(
     r.json().await.unwrap_or(Value::Null)
 }
 
+/// Claims `0..n` ([`claim`]) in batches of [`BATCH`], each accepted before the next.
+pub async fn submit_claims(client: &reqwest::Client, base: &str, token: &str, n: usize) {
+    for start in (0..n).step_by(BATCH) {
+        let items: Vec<Value> = (start..(start + BATCH).min(n)).map(claim).collect();
+        call(
+            client,
+            token,
+            Method::POST,
+            format!("{base}/claims/batch"),
+            json!(items),
+        )
+        .await;
+    }
+}
+
 pub fn claim(i: usize) -> Value {
     // Amounts vary so that some claims are flagged and some blocked; each of a member's
     // claims is on a day of its own, so that none reads as a near-duplicate.

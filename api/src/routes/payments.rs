@@ -2,8 +2,7 @@
 //! 835 remittance.
 
 use axum::extract::{Path, State};
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pipeline::clock::now_ms;
 use pipeline::store::StoreError;
@@ -12,7 +11,7 @@ use schemas::x12::envelope::Stamp;
 use schemas::x12::remit835::{self, Remittance};
 use schemas::{Date, ErrorBody};
 
-use super::x12::MEDIA_TYPE;
+use super::x12::edi;
 use crate::auth::principal::scope::{ClaimsRead, ClaimsWrite};
 use crate::auth::Authorized;
 use crate::http::error::ApiError;
@@ -148,8 +147,5 @@ pub async fn get_835(
         Stamp::from_unix_ms(issued),
         control,
     );
-    let mut res = text.into_response();
-    res.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE));
-    Ok(res)
+    Ok(edi(text))
 }

@@ -233,10 +233,15 @@ async fn ack(
         .x12_ack(tenant_id, batch_id, which)
         .await?
         .ok_or(ApiError::NotFound)?;
+    Ok(edi(text))
+}
+
+/// An X12 document as a response, served as `application/edi-x12`.
+pub(crate) fn edi(text: String) -> Response {
     let mut res = text.into_response();
     res.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE));
-    Ok(res)
+    res
 }
 
 /// The 999 implementation acknowledgment (005010X231A1) of an interchange taken.

@@ -10,7 +10,7 @@ pub mod jwt;
 pub mod x12gen;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use claims::config::{Config, Settings};
 use claims::server::Server;
@@ -61,6 +61,28 @@ macro_rules! all_backends {
             )+
         }
     };
+}
+
+/// Runs an independent checker, a Python script of this repository (`script`, from its
+/// root), over `files` written to `dir`; fails the test with what `checker` found.
+pub fn check_with_python(script: &str, checker: &str, dir: &Path, files: &[(String, Vec<u8>)]) {
+    let mut paths = Vec::new();
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        paths.push(p);
+    }
+    let out = std::process::Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .args(&paths)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{checker} finds errors:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The Python with the independent clients the tests use (`standardwebhooks`,
