@@ -191,7 +191,6 @@ pub async fn patch_webhook(
                 payload: body.payload.unwrap_or(current.payload),
             },
             &who.user_id,
-            state.clock.now_ms(),
         )
         .await?
         .ok_or(ApiError::NotFound)?;

@@ -27,28 +27,16 @@ pub struct Disabled {
 }
 
 impl Store {
-    /// The streak of failed attempts that ends the subscription's attempt log: those
-    /// after its last success and after it was last enabled again.
+    /// The subscription's current streak of failed attempts (since its last success,
+    /// or since it was last enabled again), as recorded with the attempts.
     pub async fn failing_streak(&self, webhook_id: &str) -> Result<FailingStreak, StoreError> {
-        let last_success: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(at) FROM webhook_attempts WHERE webhook_id = $1 AND error IS NULL",
+        let row: Option<(i64, Option<i64>)> = sqlx::query_as(
+            "SELECT streak_failures, streak_since FROM webhooks WHERE webhook_id = $1",
         )
         .bind(webhook_id)
-        .fetch_one(self.reader())
+        .fetch_optional(self.reader())
         .await?;
-        let enabled_at: Option<Option<i64>> =
-            sqlx::query_scalar("SELECT enabled_at FROM webhooks WHERE webhook_id = $1")
-                .bind(webhook_id)
-                .fetch_optional(self.reader())
-                .await?;
-        let after = last_success.max(enabled_at.flatten()).unwrap_or(-1);
-        let (failures, since): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(*), MIN(at) FROM webhook_attempts WHERE webhook_id = $1 AND at > $2",
-        )
-        .bind(webhook_id)
-        .bind(after)
-        .fetch_one(self.reader())
-        .await?;
+        let (failures, since) = row.unwrap_or((0, None));
         Ok(FailingStreak { failures, since })
     }
 

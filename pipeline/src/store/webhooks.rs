@@ -161,6 +161,38 @@ pub struct AttemptOutcome {
     pub failures: i64,
 }
 
+/// How a batch of attempts moves a subscription's streak of failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Streak {
+    /// The batch has a success: the streak is the failures after the last one.
+    Restart { failures: i64, since: Option<i64> },
+    /// Failures only: they add to the streak.
+    Extend { failures: i64, since: i64 },
+}
+
+/// Each subscription's move of its streak, from a batch of outcomes in any order.
+fn streaks(outcomes: &[AttemptOutcome]) -> Vec<(&str, Streak)> {
+    let mut by_webhook: std::collections::BTreeMap<&str, Vec<&AttemptOutcome>> =
+        std::collections::BTreeMap::new();
+    for o in outcomes {
+        by_webhook.entry(&o.webhook_id).or_default().push(o);
+    }
+    by_webhook
+        .into_iter()
+        .map(|(webhook_id, mut os)| {
+            os.sort_by_key(|o| o.at);
+            let last_success = os.iter().rposition(|o| o.error.is_none());
+            let after = &os[last_success.map_or(0, |i| i + 1)..];
+            let (failures, since) = (after.len() as i64, after.first().map(|o| o.at));
+            let streak = match (last_success, since) {
+                (None, Some(since)) => Streak::Extend { failures, since },
+                _ => Streak::Restart { failures, since },
+            };
+            (webhook_id, streak)
+        })
+        .collect()
+}
+
 #[derive(sqlx::FromRow)]
 struct AttemptRow {
     delivery_id: String,
@@ -281,28 +313,26 @@ impl Store {
 
     /// Replaces a subscription's fields; `None` when it does not exist in this tenant.
     /// Replaces a subscription's fields. Enabling a disabled one clears why it was
-    /// disabled and starts its failing streak anew at `at` (the service's clock).
+    /// disabled and its streak of failures, which starts anew.
     pub async fn update_webhook(
         &self,
         tenant_id: &str,
         webhook_id: &str,
         w: WebhookFields<'_>,
         actor: &str,
-        at: i64,
     ) -> Result<Option<Webhook>, StoreError> {
         let events =
             serde_json::to_string(w.events).map_err(|e| StoreError::Config(e.to_string()))?;
         let entry = audit_entry(tenant_id, actor, "webhook.changed", webhook_id, Some(&w));
         let mut tx = self.writer().begin().await?;
-        // Parameters appear in order of their numbers: SQLite numbers named ones by
-        // first appearance.
         let row = sqlx::query_as::<_, WebhookRow>(&format!(
             "UPDATE webhooks SET url = $1, events = $2, secret = $3, enabled = $4, payload = $5, \
              updated_at = $6, \
-             enabled_at = CASE WHEN $4 = 1 AND enabled = 0 THEN $7 ELSE enabled_at END, \
+             streak_failures = CASE WHEN $4 = 1 AND enabled = 0 THEN 0 ELSE streak_failures END, \
+             streak_since = CASE WHEN $4 = 1 AND enabled = 0 THEN NULL ELSE streak_since END, \
              disabled_reason = CASE WHEN $4 = 1 THEN NULL ELSE disabled_reason END, \
              disabled_at = CASE WHEN $4 = 1 THEN NULL ELSE disabled_at END \
-             WHERE tenant_id = $8 AND webhook_id = $9 RETURNING {COLUMNS}"
+             WHERE tenant_id = $7 AND webhook_id = $8 RETURNING {COLUMNS}"
         ))
         .bind(w.url)
         .bind(&events)
@@ -310,7 +340,6 @@ impl Store {
         .bind(i64::from(w.enabled))
         .bind(w.payload.as_str())
         .bind(now_ms())
-        .bind(at)
         .bind(tenant_id)
         .bind(webhook_id)
         .fetch_optional(&mut *tx)
@@ -570,6 +599,23 @@ impl Store {
             }
             q.execute(&mut *tx).await?;
         }
+        for (webhook_id, streak) in streaks(outcomes) {
+            let q = match streak {
+                // A success ends the streak; the failures after it start the next.
+                Streak::Restart { failures, since } => sqlx::query(
+                    "UPDATE webhooks SET streak_failures = $1, streak_since = $2 WHERE webhook_id = $3",
+                )
+                .bind(failures)
+                .bind(since),
+                Streak::Extend { failures, since } => sqlx::query(
+                    "UPDATE webhooks SET streak_failures = streak_failures + $1, \
+                     streak_since = COALESCE(streak_since, $2) WHERE webhook_id = $3",
+                )
+                .bind(failures)
+                .bind(since),
+            };
+            q.bind(webhook_id).execute(&mut *tx).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -671,5 +717,62 @@ impl Store {
                 .fetch_all(self.reader())
                 .await?,
         )
+    }
+}
+
+#[cfg(test)]
+mod streak_tests {
+    use super::*;
+
+    fn outcome(webhook_id: &str, at: i64, ok: bool) -> AttemptOutcome {
+        AttemptOutcome {
+            delivery_id: format!("dlv_{at}"),
+            webhook_id: webhook_id.into(),
+            attempt: 1,
+            status_code: Some(if ok { 200 } else { 500 }),
+            error: (!ok).then(|| "the receiver answered 500".into()),
+            duration_ms: 1,
+            at,
+            next_attempt_at: None,
+            failures: 0,
+        }
+    }
+
+    #[test]
+    fn a_success_restarts_the_streak_and_failures_alone_extend_it() {
+        let batch = [
+            outcome("wh_a", 30, false),
+            outcome("wh_a", 10, false),
+            outcome("wh_a", 20, true),
+            outcome("wh_b", 7, false),
+            outcome("wh_b", 5, false),
+            outcome("wh_c", 9, true),
+        ];
+        assert_eq!(
+            streaks(&batch),
+            [
+                (
+                    "wh_a",
+                    Streak::Restart {
+                        failures: 1,
+                        since: Some(30)
+                    }
+                ),
+                (
+                    "wh_b",
+                    Streak::Extend {
+                        failures: 2,
+                        since: 5
+                    }
+                ),
+                (
+                    "wh_c",
+                    Streak::Restart {
+                        failures: 0,
+                        since: None
+                    }
+                ),
+            ]
+        );
     }
 }
