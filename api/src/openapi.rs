@@ -118,6 +118,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(webhooks::webhook_stats))
+        .routes(routes!(webhooks::replay_webhook))
         .routes(routes!(webhooks::redeliver))
         .routes(routes!(workflow::list_tasks))
         .routes(routes!(workflow::get_task))

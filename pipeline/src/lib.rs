@@ -13,6 +13,7 @@ pub mod intake;
 pub mod model;
 pub mod payments;
 pub mod redecide;
+pub mod replay;
 pub mod reprocess;
 pub mod retry;
 pub mod rules;

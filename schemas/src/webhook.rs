@@ -191,6 +191,27 @@ pub struct Webhook {
     pub disabled_at: Option<String>,
 }
 
+/// `POST /webhooks/{webhook_id}/replay`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// RFC 3339: events at or after this time.
+    pub since: String,
+    /// RFC 3339: events before this time; now when absent.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Only these kinds (of the subscription's); all of its kinds when absent.
+    #[serde(default)]
+    pub events: Option<Vec<String>>,
+}
+
+/// A replay queued: its job (`GET /jobs/{job_id}`) and how many events it delivers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReplayAccepted {
+    pub job_id: String,
+    pub events: usize,
+}
+
 /// `GET /webhooks/{webhook_id}/stats`: the subscription's deliveries over the last hour.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct WebhookStats {

@@ -32,6 +32,7 @@ crate::all_backends!(
     a_thin_subscription_gets_ids_status_and_outcome_signed_like_any_delivery,
     delivery_bodies_past_the_tenants_retention_are_dropped_and_their_log_stays,
     an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_enabled,
+    a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no_one,
 );
 
 /// What the receiver answers to one request.
@@ -1010,4 +1011,151 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(watcher.hits().len(), 1, "one webhook.disabled");
+}
+
+async fn a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no_one(b: Backend) {
+    let app = fast_app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let since = pipeline::clock::ms_to_rfc3339(pipeline::clock::now_ms() - 1000);
+    // Down for the outage: every attempt of its 10 events fails, 4 each; then it answers.
+    let down = Receiver::start(&[Answer::Status(500); 40]).await;
+    let live = Receiver::start(&[]).await;
+    let down_id = subscribe(&app, &s, &down.url(), &["claim.completed"], "secret").await;
+    subscribe(&app, &s, &live.url(), &["claim.completed"], "secret").await;
+    for i in 0..10 {
+        submit(&app, &s, claim(&format!("CLM-O{i}"))).await;
+    }
+    let failed = down.wait_for(40, Duration::from_secs(60)).await;
+    live.wait_for(10, Duration::from_secs(30)).await;
+    wait_for_attempts(&app, &s, &down_id, 40).await;
+    let mut missed: Vec<(String, String)> = failed
+        .iter()
+        .map(|h| {
+            let b = h.json();
+            (
+                b["timestamp"].as_str().unwrap().to_owned(),
+                b["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    missed.sort();
+    missed.dedup();
+    assert_eq!(missed.len(), 10);
+
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/webhooks/{down_id}/replay"),
+            Some(&s.access),
+            Some(json!({"since": since})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(r.body["events"], 10, "{}", r.body);
+    let job_id = r.body["job_id"].as_str().unwrap().to_owned();
+    // Live deliveries meanwhile, to the other subscription: as quick as ever.
+    for i in 0..10 {
+        let sent = Instant::now();
+        let id = format!("CLM-L{i}");
+        submit(&app, &s, claim(&id)).await;
+        let deadline = sent + Duration::from_secs(5);
+        while !live
+            .hits()
+            .iter()
+            .any(|h| h.json()["data"]["claim_id"] == id.as_str())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{id} was not delivered live within 5 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let replayed = |hits: Vec<Hit>| -> Vec<Hit> {
+        hits.into_iter()
+            .filter(|h| h.header("x-service-replay") == "true")
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replayed(down.hits()).len() < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "replayed: {}",
+            replayed(down.hits()).len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = replayed(down.hits());
+    // Each missed event once, in the order they happened, with its own id, signed.
+    let got: Vec<(String, String)> = again
+        .iter()
+        .map(|h| {
+            let b = h.json();
+            (
+                b["timestamp"].as_str().unwrap().to_owned(),
+                b["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let ids = |v: &[(String, String)]| {
+        let mut ids: Vec<String> = v.iter().map(|(_, id)| id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(got.len(), 10, "each once: {got:?}");
+    assert_eq!(ids(&got), ids(&missed), "the missed events, each once");
+    assert!(
+        got.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in the order they happened: {got:?}"
+    );
+    for h in &again {
+        assert_eq!(h.header("webhook-id"), h.json()["id"].as_str().unwrap());
+        verify_with_standardwebhooks("secret", h);
+    }
+    // Nothing of the live stream is marked a replay; the job is done.
+    assert!(live
+        .hits()
+        .iter()
+        .all(|h| h.header("x-service-replay").is_empty()));
+    let job = app.get(&format!("/jobs/{job_id}"), &s.access).await;
+    assert_eq!(
+        (&job.body["state"], &job.body["total"], &job.body["done"]),
+        (&json!("done"), &json!(10), &json!(10)),
+        "{}",
+        job.body
+    );
+
+    // Bad windows and kinds change nothing.
+    for (body, field) in [
+        (json!({"since": "yesterday"}), "since"),
+        (json!({"since": since, "until": since}), "until"),
+        (
+            json!({"since": since, "events": ["claim.nope"]}),
+            "events[0]",
+        ),
+    ] {
+        let r = app
+            .call(
+                Method::POST,
+                &format!("/webhooks/{down_id}/replay"),
+                Some(&s.access),
+                Some(body),
+            )
+            .await;
+        assert_eq!(
+            r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR")
+                .as_deref(),
+            Some(field)
+        );
+    }
+    let r = app
+        .call(
+            Method::POST,
+            "/webhooks/wh_nope/replay",
+            Some(&s.access),
+            Some(json!({"since": since})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
 }

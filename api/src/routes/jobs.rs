@@ -74,7 +74,8 @@ pub async fn reprocess_claims(
     Ok(res)
 }
 
-/// A job's progress.
+/// A job's progress: a bulk reprocess, or a webhook replay (its events delivered and
+/// failed for good).
 #[utoipa::path(get, path = "/jobs/{job_id}", tag = "claims",
     security(("bearer" = ["claims:read"])),
     responses(
@@ -86,10 +87,10 @@ pub async fn get_job(
     who: Authorized<ClaimsRead>,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    state
-        .store
-        .job(&who.tenant_id, &job_id)
-        .await?
-        .map(Json)
-        .ok_or(ApiError::NotFound)
+    let job = if job_id.starts_with("rpl_") {
+        state.store.replay_job(&who.tenant_id, &job_id).await?
+    } else {
+        state.store.job(&who.tenant_id, &job_id).await?
+    };
+    job.map(Json).ok_or(ApiError::NotFound)
 }

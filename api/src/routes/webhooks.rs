@@ -4,10 +4,12 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use pipeline::clock::parse_rfc3339_ms;
 use pipeline::store::{Redelivery, WebhookFields};
 use pipeline::webhooks::guard::check_url;
 use schemas::webhook::{
-    is_event_kind, CreateWebhook, DeliveryAttempt, PatchWebhook, Webhook, WebhookStats,
+    is_event_kind, CreateWebhook, DeliveryAttempt, PatchWebhook, ReplayAccepted, ReplayRequest,
+    Webhook, WebhookStats,
 };
 use schemas::{ErrorBody, Page};
 
@@ -127,6 +129,77 @@ pub async fn get_webhook(
         .await?
         .map(Json)
         .ok_or(ApiError::NotFound)
+}
+
+/// Deliver again every event of a window that the subscription's kinds (and `events`,
+/// when given) match, in the order they happened, one at a time, signed as any
+/// delivery, with the same event ids and `X-Service-Replay: true`.
+#[utoipa::path(post, path = "/webhooks/{webhook_id}/replay", tag = "webhooks",
+    security(("bearer" = ["tenant:configure"])),
+    request_body = ReplayRequest,
+    responses(
+        (status = 202, description = "Queued; follow the job at `GET /jobs/{job_id}`", body = ReplayAccepted),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 404, description = "No such subscription in this tenant", body = ErrorBody),
+        (status = 422, description = "`VALIDATION_ERROR` on `since`, `until` or `events[i]`", body = ErrorBody),
+    ))]
+pub async fn replay_webhook(
+    State(state): State<AppState>,
+    who: Authorized<TenantConfigure>,
+    Path(webhook_id): Path<String>,
+    Json(body): Json<ReplayRequest>,
+) -> Result<Response, ApiError> {
+    let since_ms = parse_rfc3339_ms(&body.since)
+        .ok_or_else(|| ApiError::validation("since", "must be an RFC 3339 time"))?;
+    let until_ms = match &body.until {
+        None => None,
+        Some(u) => Some(
+            parse_rfc3339_ms(u)
+                .filter(|u| *u > since_ms)
+                .ok_or_else(|| {
+                    ApiError::validation("until", "must be an RFC 3339 time after since")
+                })?,
+        ),
+    };
+    if let Some(events) = &body.events {
+        if let Some(i) = events.iter().position(|e| !is_event_kind(e)) {
+            return Err(ApiError::validation(
+                format!("events[{i}]"),
+                "is not an event kind",
+            ));
+        }
+    }
+    let webhook = state
+        .store
+        .webhook(&who.tenant_id, &webhook_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let kinds: Vec<String> = webhook
+        .events
+        .iter()
+        .filter(|k| body.events.as_ref().is_none_or(|only| only.contains(k)))
+        .cloned()
+        .collect();
+    let window = pipeline::replay::Window {
+        since_ms,
+        until_ms,
+        kinds,
+    };
+    let (job_id, events) = pipeline::replay::start(
+        &state.store,
+        &state.bus,
+        &state.topics,
+        &who.tenant_id,
+        &webhook,
+        &window,
+    )
+    .await?;
+    tracing::info!(tenant_id = %who.tenant_id, %webhook_id, %job_id, events, "Webhook replay queued.");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ReplayAccepted { job_id, events }),
+    )
+        .into_response())
 }
 
 /// A subscription's health: its deliveries over the last hour (attempts, successes,

@@ -126,6 +126,7 @@ struct ClaimedRow {
     payload: String,
     attempts: i64,
     failures: i64,
+    replay: i64,
 }
 
 /// A delivery claimed for an attempt.
@@ -142,6 +143,9 @@ pub struct DueDelivery {
     /// When this sender's claim on the delivery runs out (Unix ms).
     pub lease_until: i64,
     pub endpoint: std::sync::Arc<DueEndpoint>,
+    /// Part of a replay: sent with `X-Service-Replay: true`, and its end lets the
+    /// replay's next delivery go.
+    pub replay: bool,
 }
 
 /// How an attempt ended.
@@ -150,6 +154,8 @@ pub struct AttemptOutcome {
     pub delivery_id: String,
     /// The subscription, for its health.
     pub webhook_id: String,
+    /// Of a replay: its end releases the replay's next delivery.
+    pub replay: bool,
     pub attempt: i64,
     pub status_code: Option<i64>,
     pub error: Option<String>,
@@ -460,6 +466,79 @@ impl Store {
         Ok(())
     }
 
+    /// Queues a replay: `deliveries` in the order their events happened, as one lane
+    /// (`job_id`) of which only the first is due; each of the others waits, `held`,
+    /// until the one before it ends.
+    pub async fn enqueue_replay(
+        &self,
+        job_id: &str,
+        deliveries: &[NewDelivery],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer().begin().await?;
+        for (n, chunk) in deliveries.chunks(ROWS_PER_STATEMENT).enumerate() {
+            let sql = format!(
+                "INSERT INTO webhook_deliveries (delivery_id, tenant_id, webhook_id, event_id, event, payload, \
+                 state, attempts, failures, next_attempt_at, created_at, replay_job, replay_seq) VALUES {}",
+                values_list(self.backend(), chunk.len(), 13)
+            );
+            let mut q = sqlx::query(&sql);
+            for (i, d) in chunk.iter().enumerate() {
+                let seq = (n * ROWS_PER_STATEMENT + i) as i64;
+                q = q
+                    .bind(&d.delivery_id)
+                    .bind(&d.tenant_id)
+                    .bind(&d.webhook_id)
+                    .bind(&d.event_id)
+                    .bind(&d.event)
+                    .bind(&d.payload)
+                    .bind(if seq == 0 { "pending" } else { "held" })
+                    .bind(0i64)
+                    .bind(0i64)
+                    .bind(now)
+                    .bind(now)
+                    .bind(job_id)
+                    .bind(seq);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A replay's progress as a job: its deliveries delivered and failed, and whether
+    /// any is still to go; `None` when the tenant has no replay of that id.
+    pub async fn replay_job(
+        &self,
+        tenant_id: &str,
+        job_id: &str,
+    ) -> Result<Option<schemas::job::JobView>, StoreError> {
+        let (total, done, failed): (i64, Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(*), SUM(CASE WHEN state = 'delivered' THEN 1 ELSE 0 END), \
+             SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) FROM webhook_deliveries \
+             WHERE replay_job = $1 AND tenant_id = $2",
+        )
+        .bind(job_id)
+        .bind(tenant_id)
+        .fetch_one(self.reader())
+        .await?;
+        if total == 0 {
+            return Ok(None);
+        }
+        let (done, failed) = (done.unwrap_or(0), failed.unwrap_or(0));
+        Ok(Some(schemas::job::JobView {
+            job_id: job_id.to_owned(),
+            state: if done + failed == total {
+                schemas::job::JobState::Done
+            } else {
+                schemas::job::JobState::Running
+            },
+            total,
+            done,
+            failed,
+        }))
+    }
+
     /// Enabled subscriptions with a delivery due at `now`: where the sender looks for
     /// work. One index seek per subscription (`webhook_deliveries_by_webhook`), so a
     /// long backlog of one endpoint costs nothing here.
@@ -510,7 +589,8 @@ impl Store {
             // against the list, instead of looking the listed ids up by key.
             let sql = format!(
                 "UPDATE webhook_deliveries SET next_attempt_at = {} WHERE state || '' = 'pending' \
-                 AND next_attempt_at + 0 <= {} AND delivery_id IN ({}) RETURNING delivery_id, webhook_id, event_id, event, payload, attempts, failures",
+                 AND next_attempt_at + 0 <= {} AND delivery_id IN ({}) RETURNING delivery_id, webhook_id, event_id, event, payload, attempts, failures, \
+                 CASE WHEN replay_job IS NULL THEN 0 ELSE 1 END AS replay",
                 placeholders(b, 1, 1),
                 placeholders(b, 2, 1),
                 arms.join(" UNION ALL ")
@@ -532,6 +612,7 @@ impl Store {
                         failures: row.failures,
                         lease_until,
                         endpoint: (*endpoint).clone(),
+                        replay: row.replay != 0,
                     });
                 }
             }
@@ -598,6 +679,22 @@ impl Store {
                     .bind(o.next_attempt_at);
             }
             q.execute(&mut *tx).await?;
+        }
+        // A replay's delivery that ended lets the replay's next one go.
+        for o in outcomes.iter().filter(|o| o.replay) {
+            if o.error.is_some() && o.next_attempt_at.is_some() {
+                continue;
+            }
+            sqlx::query(
+                "UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = $1 \
+                 WHERE state = 'held' \
+                 AND replay_job = (SELECT replay_job FROM webhook_deliveries WHERE delivery_id = $2) \
+                 AND replay_seq = (SELECT replay_seq + 1 FROM webhook_deliveries WHERE delivery_id = $2)",
+            )
+            .bind(o.at)
+            .bind(&o.delivery_id)
+            .execute(&mut *tx)
+            .await?;
         }
         for (webhook_id, streak) in streaks(outcomes) {
             let q = match streak {
@@ -728,6 +825,7 @@ mod streak_tests {
         AttemptOutcome {
             delivery_id: format!("dlv_{at}"),
             webhook_id: webhook_id.into(),
+            replay: false,
             attempt: 1,
             status_code: Some(if ok { 200 } else { 500 }),
             error: (!ok).then(|| "the receiver answered 500".into()),

@@ -322,6 +322,7 @@ async fn attempt(
     AttemptOutcome {
         delivery_id: d.delivery_id.clone(),
         webhook_id: d.endpoint.webhook_id.clone(),
+        replay: d.replay,
         attempt: number,
         status_code,
         error,
@@ -347,8 +348,11 @@ async fn send(
         d.payload.as_bytes(),
         now_ms() / 1000,
     );
-    let response = client
-        .post(url)
+    let mut request = client.post(url);
+    if d.replay {
+        request = request.header("x-service-replay", "true");
+    }
+    let response = request
         .header("content-type", "application/json")
         .header("x-service-signature", &signed.service_signature)
         .header("x-service-event", &d.event)
