@@ -16,7 +16,7 @@ use crate::service::{self, Env, TENANT};
 use pipeline::store::{Store, StoreOptions};
 
 const CLAIMS: usize = 1000;
-const KILLS: usize = 4;
+const KILLS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_payment_runs_killed_mid_run_pay_each_claim_exactly_once() {
@@ -91,7 +91,7 @@ async fn run(b: Backend) {
     for _ in 0..KILLS {
         let (c, e, t) = (client.clone(), env.clone(), token.clone());
         let attempt = tokio::spawn(async move { run_payments(&c, &e, &t).await });
-        let pause = rand::thread_rng().gen_range(0..60);
+        let pause = rand::thread_rng().gen_range(0..40);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
