@@ -34,7 +34,7 @@ use service::{Env, Submitted};
 fn assert_only_503s(env: &Env, submitted: &Submitted) {
     let refusals = submitted.refusals.lock().unwrap().clone();
     for (status, body) in &refusals {
-        assert_eq!(*status, 503, "{body}\n{}", service::log_tail(&env.log));
+        assert_eq!(*status, 503, "{body}\n{}", service::log_errors(&env.log));
         assert_eq!(body["error"]["code"], "SERVICE_UNAVAILABLE", "{body}");
         assert!(body["error"]["message"].is_string(), "{body}");
         assert!(body["error"]["request_id"].is_string(), "{body}");

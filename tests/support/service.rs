@@ -167,6 +167,22 @@ pub fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
+/// The service log's errors (a request that failed names its cause there), then its
+/// last lines.
+pub fn log_errors(path: &Path) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR"))
+        .take(20)
+        .collect();
+    format!(
+        "errors:\n{}\nlast lines:\n{}",
+        errors.join("\n"),
+        log_tail(path)
+    )
+}
+
 /// A service process, SIGKILLed when dropped: a test that fails leaves none behind.
 #[derive(Debug)]
 pub struct Running(pub Child);

@@ -39,14 +39,14 @@ impl From<sqlx::Error> for StoreError {
             {
                 StoreError::Conflict("concurrent update; retry".to_owned())
             }
-            // The server is shutting down, crashed or starting (57P01-57P03), or out of
-            // disk (PostgreSQL 53100, SQLite's SQLITE_FULL 13): the store is away for a
-            // while, and the same write succeeds once it is back or has room.
+            // The server is shutting down, crashed or starting (57P01-57P03), the
+            // connection broke (class 08, connection exception), or it is out of disk
+            // (PostgreSQL 53100, SQLite's SQLITE_FULL 13): the store is away for a while,
+            // and the same write succeeds once it is back or has room.
             sqlx::Error::Database(db)
-                if matches!(
-                    db.code().as_deref(),
-                    Some("57P01" | "57P02" | "57P03" | "53100" | "13")
-                ) =>
+                if db.code().as_deref().is_some_and(|c| {
+                    matches!(c, "57P01" | "57P02" | "57P03" | "53100" | "13") || c.starts_with("08")
+                }) =>
             {
                 StoreError::Unavailable(e)
             }
