@@ -36,6 +36,15 @@ pub enum Command {
         #[command(subcommand)]
         command: DeadLettersCommand,
     },
+    /// Rebuild the queryable snapshots (claims, decisions, tasks, accumulators) in an
+    /// empty database from the topics of record alone.
+    Replay(ReplayArgs),
+    /// The store's snapshots: `snapshot checksum` prints a digest per table that is the
+    /// same for the live store and one rebuilt by `replay`.
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
     /// Operator commands; they print JSON and work while `serve` runs.
     Admin {
         #[command(subcommand)]
@@ -53,6 +62,28 @@ pub struct ServeArgs {
     /// Create a demo tenant and a user holding every scope, and print how to log in.
     #[arg(long)]
     pub demo: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The database to build into (`sqlite://PATH` or `postgres://…`), migrated and
+    /// without claims; the topics are those the configuration names.
+    #[arg(long, value_name = "DATABASE_URL")]
+    pub into: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Print, per snapshot table, its rows and a digest of them that does not depend on
+    /// row order or on what each write stamps.
+    Checksum(ChecksumArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ChecksumArgs {
+    /// The database to read (default: the configured one).
+    #[arg(long, value_name = "DATABASE_URL")]
+    pub database: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,5 @@
 //! Wires the libraries into the `claims` binary: configuration, the command line, and
-//! the roles a process can take (`serve`, `migrate`, `admin …`).
+//! the roles a process can take (`serve`, `migrate`, `replay`, `admin …`).
 
 pub mod admin;
 pub mod cli;
@@ -8,13 +8,14 @@ pub mod dead_letters;
 pub mod demo;
 pub mod open;
 pub mod output;
+pub mod replay;
 pub mod server;
 pub mod telemetry;
 pub mod topics;
 
 use std::process::ExitCode;
 
-use cli::{AdminCommand, Cli, Command, TopicsCommand};
+use cli::{AdminCommand, Cli, Command, SnapshotCommand, TopicsCommand};
 
 /// Runs one command to completion on a fresh runtime.
 pub fn run(cli: Cli) -> ExitCode {
@@ -39,6 +40,10 @@ pub fn run(cli: Cli) -> ExitCode {
                 Some(TopicsCommand::Tail(args)) => topics::tail(&config, args).await,
             },
             Command::DeadLetters { command } => dead_letters::run(&config, command).await,
+            Command::Replay(args) => replay::replay(&config, args).await,
+            Command::Snapshot { command } => match command {
+                SnapshotCommand::Checksum(args) => replay::checksum(&config, args).await,
+            },
             Command::Admin { command } => match command {
                 AdminCommand::CreateTenant(args) => admin::create_tenant(&config, args).await,
                 AdminCommand::CreateUser(args) => admin::create_user(&config, args).await,

@@ -12,6 +12,7 @@ pub mod dead_letters;
 pub mod intake;
 pub mod model;
 pub mod payments;
+pub mod rebuild;
 pub mod redecide;
 pub mod replay;
 pub mod reprocess;

@@ -11,7 +11,8 @@ pub struct Topics {
     pub submissions: TopicSpec,
     /// Submissions refused, with the error body REST intake would have answered.
     pub rejects: TopicSpec,
-    /// Accepted claims' commands, from REST or from `submissions`.
+    /// Accepted claims' commands, from REST or from `submissions`. Like `decided` and
+    /// `workflow`, a topic of record: `claims replay` rebuilds the snapshots from them.
     pub intake: TopicSpec,
     /// Claims checked against their contract, with provider and contract facts.
     pub validated: TopicSpec,
@@ -52,13 +53,17 @@ impl Topics {
         Self {
             submissions: stream("claims.submissions").with_schema(&avro::SUBMISSION),
             rejects: stream("claims.rejects").with_schema(&avro::REJECTED),
-            intake: stream("claims.intake").with_schema(&avro::CLAIM_SUBMITTED),
+            intake: stream("claims.intake")
+                .with_schema(&avro::CLAIM_SUBMITTED)
+                .kept(),
             validated: stream("claims.validated").with_schema(&avro::CLAIM_IN_PROCESS),
             evaluated: stream("claims.evaluated").with_schema(&avro::CLAIM_IN_PROCESS),
             scored: stream("claims.scored").with_schema(&avro::CLAIM_IN_PROCESS),
-            decided: stream("claims.decided").with_schema(&avro::DECISION),
+            decided: stream("claims.decided").with_schema(&avro::DECISION).kept(),
             events: stream("claims.events").with_schema(&avro::DOMAIN_EVENT),
-            workflow: stream("claims.workflow").with_schema(&avro::OFFICER_DECISION),
+            workflow: stream("claims.workflow")
+                .with_schema(&avro::OFFICER_DECISION)
+                .kept(),
             fraud_providers: state("state.fraud-providers").with_schema(&avro::PROVIDER_STATS),
             fraud_members: state("state.fraud-members").with_schema(&avro::MEMBER_STATE),
             accumulators: state("state.accumulators").with_schema(&avro::ACCUMULATOR),

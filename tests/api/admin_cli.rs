@@ -31,7 +31,7 @@ pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
 }
 
 /// [`claims`], with stdout and stderr as text.
-fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+pub fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_claims"));
     command
         .args(args)

@@ -34,6 +34,7 @@ mod payments;
 mod pipeline;
 mod providers;
 mod rate_limits;
+mod rebuild;
 mod receipts;
 mod reprocess;
 mod rulebooks;

@@ -286,6 +286,49 @@ impl EmbeddedLog {
             .collect())
     }
 
+    /// Each partition of `topic` that holds records: (partition, first offset, offset
+    /// after the last).
+    pub async fn extent(&self, topic: &TopicSpec) -> Result<Vec<(u32, i64, i64)>, BusError> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT partition, MIN(\"offset\"), MAX(\"offset\") + 1 FROM bus_records \
+             WHERE topic = $1 GROUP BY partition ORDER BY partition",
+        )
+        .bind(&topic.name)
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|(p, lo, hi)| (p as u32, lo, hi))
+            .collect())
+    }
+
+    /// The records of one partition of `topic` in `[from, to)`, in order.
+    pub async fn read(
+        &self,
+        topic: &TopicSpec,
+        partition: u32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Record>, BusError> {
+        let rows = sqlx::query_as::<_, Row>(
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+             WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 AND \"offset\" < $4 \
+             ORDER BY \"offset\"",
+        )
+        .bind(&topic.name)
+        .bind(i64::from(partition))
+        .bind(from)
+        .bind(to)
+        .fetch_all(self.store.reader())
+        .await
+        .map_err(StoreError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_record(&topic.name))
+            .collect())
+    }
+
     /// Keeps only the latest record of each key of a compacted topic, a partition per
     /// statement: each statement holds the writer for a share of the topic, not all of
     /// it.
@@ -500,7 +543,10 @@ pub async fn maintain(
             _ = shutdown.changed() => return,
         }
         for t in &topics {
-            let result = if t.compacted {
+            let result = if t.kept {
+                // A topic of record: the history `claims replay` rebuilds from.
+                continue;
+            } else if t.compacted {
                 compactions.maybe_compact(&log, t).await
             } else {
                 log.trim(t, retention).await

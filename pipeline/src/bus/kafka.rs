@@ -174,6 +174,9 @@ impl KafkaBus {
                 );
                 if t.compacted {
                     n.set("cleanup.policy", "compact")
+                } else if t.kept {
+                    // A topic of record: `claims replay` rebuilds the snapshots from it.
+                    n.set("retention.ms", "-1").set("retention.bytes", "-1")
                 } else {
                     n
                 }
@@ -275,6 +278,17 @@ impl KafkaBus {
         records.sort_by_key(|r| (r.timestamp_ms, r.partition, r.offset));
         let skip = records.len().saturating_sub(limit as usize);
         Ok(records.split_off(skip))
+    }
+
+    /// The records of one partition of `topic` in `[from, to)`, in order.
+    pub async fn read(
+        &self,
+        topic: &TopicSpec,
+        partition: u32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Record>, BusError> {
+        self.read_ranges(topic, vec![(partition, from, to)]).await
     }
 
     /// (partition, low, high) watermarks of each partition of `topic`.

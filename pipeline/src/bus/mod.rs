@@ -100,6 +100,35 @@ impl Bus {
         }
     }
 
+    /// Each partition of `topic` that holds records, as (partition, first offset, offset
+    /// after the last): with [`Self::read`], how a topic is read a page at a time
+    /// outside any consumer group (`claims replay`).
+    pub async fn extent(&self, topic: &TopicSpec) -> Result<Vec<(u32, i64, i64)>, BusError> {
+        match self {
+            Bus::Embedded(log) => log.extent(topic).await,
+            Bus::Kafka(k) => Ok(k
+                .watermarks(topic)
+                .await?
+                .into_iter()
+                .filter(|(_, lo, hi)| hi > lo)
+                .collect()),
+        }
+    }
+
+    /// The records of one partition of `topic` with offsets in `[from, to)`, in order.
+    pub async fn read(
+        &self,
+        topic: &TopicSpec,
+        partition: u32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Record>, BusError> {
+        match self {
+            Bus::Embedded(log) => log.read(topic, partition, from, to).await,
+            Bus::Kafka(k) => k.read(topic, partition, from, to).await,
+        }
+    }
+
     /// Joins consumer group `group` on `topics`, starting at the group's committed
     /// offsets (the beginning for a new group).
     pub async fn consumer(&self, group: &str, topics: &[TopicSpec]) -> Result<Consumer, BusError> {

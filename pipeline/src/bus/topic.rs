@@ -1,6 +1,7 @@
 //! Topics: a name, a partition count, whether the topic is compacted (only the latest
-//! record of each key is kept, as state topics need), and the Avro schema of its values
-//! on Kafka, if it has one.
+//! record of each key is kept, as state topics need), whether it is a topic of record
+//! (kept whole, as the history the snapshots are rebuilt from), and the Avro schema of
+//! its values on Kafka, if it has one.
 
 use schemas::avro::TopicSchema;
 
@@ -9,6 +10,9 @@ pub struct TopicSpec {
     pub name: String,
     pub partitions: u32,
     pub compacted: bool,
+    /// A topic of record: never trimmed on the embedded log, created with unlimited
+    /// retention on Kafka, because `claims replay` rebuilds the store's snapshots from it.
+    pub kept: bool,
     /// On Kafka, values are written in Avro with this schema (see `schemas::avro`);
     /// without one, and on the embedded log, they are JSON.
     pub schema: Option<&'static TopicSchema>,
@@ -20,8 +24,15 @@ impl TopicSpec {
             name: name.into(),
             partitions: partitions.max(1),
             compacted,
+            kept: false,
             schema: None,
         }
+    }
+
+    /// Marks the topic as one of record (see [`TopicSpec::kept`]).
+    pub fn kept(mut self) -> Self {
+        self.kept = true;
+        self
     }
 
     pub fn with_schema(mut self, schema: &'static TopicSchema) -> Self {

@@ -73,13 +73,42 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<Box<DecisionFacts>>,
     /// Set by the snapshot stage when the decision counts in the member's year: the
-    /// year and the claim's usage, for the store's copy of the accumulators.
-    #[serde(skip)]
+    /// year and the claim's usage, for the store's copy of the accumulators. On the
+    /// topic only in a decision the fused chain wrote already (see [`Self::written`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted: Option<(i32, Usage)>,
+    /// Read from `claims.decided`: the decision is one the fused chain wrote to the store
+    /// itself, benefits applied, and put on the topic as the record of it (see
+    /// [`WRITTEN_PREFIX`]). The snapshot stage passes it by; `claims replay` writes it
+    /// as it is. Never serialised by the decision itself: [`Written`] adds it.
+    #[serde(default, skip_serializing)]
+    pub written: bool,
     /// `lines` as JSON once they are final, written once for `claim.completed` and the
     /// store's copy of the claim.
     #[serde(skip)]
     pub lines_json: Option<Json>,
+}
+
+/// How a [`Written`] decision's record begins on `claims.decided`: the snapshot stage
+/// recognises one without decoding it.
+pub const WRITTEN_PREFIX: &[u8] = b"{\"written\":true,";
+
+/// A decision the fused chain wrote to the store, as its record on `claims.decided`
+/// (which starts with [`WRITTEN_PREFIX`]).
+#[derive(Debug, Serialize)]
+pub struct Written<'a> {
+    written: bool,
+    #[serde(flatten)]
+    decision: &'a Decision,
+}
+
+impl<'a> Written<'a> {
+    pub fn new(decision: &'a Decision) -> Self {
+        Self {
+            written: true,
+            decision,
+        }
+    }
 }
 
 impl Decision {

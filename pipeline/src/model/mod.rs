@@ -11,7 +11,7 @@ pub mod fraud;
 pub mod ids;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
-pub use decision::Decision;
+pub use decision::{Decision, Written, WRITTEN_PREFIX};
 pub use event::{DomainEvent, EventKind, Json};
 pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};

@@ -23,12 +23,14 @@
 use super::decide::Decide;
 use super::fraud::{Fraud, FUSED_PARTS};
 use super::rules::Rules;
-use super::runner::{by_topic, decode, encode, handle_then_publish, Outputs, Stage, StageError};
+use super::runner::{
+    by_topic, decode, encode, handle_then_publish, message, Outputs, Stage, StageError,
+};
 use super::snapshot::accumulators::{lock, Accumulators, Shared};
 use super::snapshot::{event_messages, settle};
 use super::validate::Validate;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
-use crate::model::{ClaimSubmitted, Decision};
+use crate::model::{ClaimSubmitted, Decision, Written};
 use crate::retry::backoff;
 use crate::store::{PreparedDecisions, Store};
 use crate::topics::Topics;
@@ -154,7 +156,14 @@ impl Commit {
     ) -> Self {
         let events: Vec<Message> = decisions.iter().flat_map(event_messages).collect();
         let events_of = decisions.iter().map(|d| d.events.len()).collect();
+        // The record of each decision, for `claims replay`: `claims.decided` is a topic
+        // of record, and the decisions the chain writes itself pass it by otherwise.
+        let written = decisions
+            .iter()
+            .map(|d| message(d.key(), &Written::new(d)))
+            .collect();
         let mut outputs = by_topic(out);
+        outputs.push((topics.decided.clone(), written));
         outputs.push((topics.events.clone(), events));
         Self {
             store,
@@ -184,9 +193,9 @@ impl Commit {
     }
 }
 
-/// `outputs` (a [`Commit`]'s) without the events of decisions the store does not hold
-/// (see [`super::snapshot`]); none when it holds them all, as it does but for a
-/// redelivered batch decided again.
+/// `outputs` (a [`Commit`]'s) without the records and events of decisions the store
+/// does not hold (see [`super::snapshot`]); none when it holds them all, as it does but
+/// for a redelivered batch decided again.
 fn held_only(
     outputs: &[(TopicSpec, Vec<Message>)],
     events_of: &[usize],
@@ -196,18 +205,24 @@ fn held_only(
         return None;
     }
     let mut outputs = outputs.to_vec();
-    if let Some((_, events)) = outputs.last_mut() {
-        let mut all = std::mem::take(events).into_iter();
-        for (count, held) in events_of.iter().zip(held) {
-            let own = all.by_ref().take(*count);
-            if *held {
-                events.extend(own);
-            } else {
-                own.for_each(drop);
-            }
+    let n = outputs.len();
+    // The last two: a record per decision, then each decision's events.
+    keep_held(&mut outputs[n - 2].1, &vec![1; held.len()], held);
+    keep_held(&mut outputs[n - 1].1, events_of, held);
+    Some(outputs)
+}
+
+/// Keeps of `messages`, `count` per decision in order, those of the held decisions.
+fn keep_held(messages: &mut Vec<Message>, count: &[usize], held: &[bool]) {
+    let mut all = std::mem::take(messages).into_iter();
+    for (count, held) in count.iter().zip(held) {
+        let own = all.by_ref().take(*count);
+        if *held {
+            messages.extend(own);
+        } else {
+            own.for_each(drop);
         }
     }
-    Some(outputs)
 }
 
 impl Chain {
@@ -269,7 +284,7 @@ pub async fn fusable(bus: &Bus, topics: &Topics) -> Result<bool, BusError> {
 mod tests {
     use super::*;
 
-    fn message(key: &str) -> Message {
+    fn msg(key: &str) -> Message {
         Message {
             key: key.into(),
             value: Vec::new(),
@@ -277,13 +292,14 @@ mod tests {
     }
 
     #[test]
-    fn only_the_events_of_held_decisions_are_published() {
+    fn only_the_records_and_events_of_held_decisions_are_published() {
         let topics = Topics::new("", 4);
         let outputs = vec![
-            (topics.dead_letter.clone(), vec![message("dead")]),
+            (topics.dead_letter.clone(), vec![msg("dead")]),
+            (topics.decided.clone(), vec![msg("a"), msg("b"), msg("c")]),
             (
                 topics.events.clone(),
-                vec![message("a1"), message("b1"), message("b2"), message("c1")],
+                vec![msg("a1"), msg("b1"), msg("b2"), msg("c1")],
             ),
         ];
         let events_of = [1, 2, 1];
@@ -291,6 +307,7 @@ mod tests {
         let kept = held_only(&outputs, &events_of, &[true, false, true]).unwrap();
         let keys = |i: usize| -> Vec<&str> { kept[i].1.iter().map(|m| m.key.as_str()).collect() };
         assert_eq!(keys(0), ["dead"], "other outputs stay");
-        assert_eq!(keys(1), ["a1", "c1"]);
+        assert_eq!(keys(1), ["a", "c"]);
+        assert_eq!(keys(2), ["a1", "c1"]);
     }
 }

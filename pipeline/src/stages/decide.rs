@@ -353,6 +353,7 @@ pub fn decide(
         replaces_claim_id: replaced.map(str::to_owned),
         facts: None,
         counted: None,
+        written: false,
         lines_json: None,
     };
     if told {

@@ -119,6 +119,7 @@ pub fn process(
         replaces_claim_id: None,
         facts: None,
         counted: None,
+        written: false,
         lines_json: None,
     };
     let completed = decision.completed_data(true);

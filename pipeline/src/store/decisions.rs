@@ -164,7 +164,8 @@ fn json<T: serde::Serialize + ?Sized>(v: &T) -> Option<String> {
 /// its statements, a chunk of rows each: updates first, then tasks.
 #[derive(Debug)]
 struct Writes {
-    updates: Vec<usize>,
+    /// Per round, the rows whose claims it updates (see [`Writes::new`]).
+    updates: Vec<Vec<usize>>,
     tasks: Vec<usize>,
     /// Held rows that count in their member's year.
     counts: Vec<usize>,
@@ -177,23 +178,31 @@ struct Writes {
 }
 
 impl Writes {
-    /// The writes of the `held` rows: of each claim its latest held version (an
-    /// UPDATE … FROM whose source matches a row twice applies either one), and the held
-    /// rows pending review with a task.
+    /// The writes of the `held` rows: each claim's held versions, oldest first, in
+    /// rounds of one version per claim (an UPDATE … FROM whose source matches a row
+    /// twice applies either one; and a later version, an officer's, leaves the lines,
+    /// pricing and facts of the automatic one as they are, so the automatic one must be
+    /// written too when both are in one batch); and the held rows pending review with a
+    /// task.
     fn new(rows: &[Row<'_>], held: &[bool], backend: Backend) -> Self {
-        let mut latest: std::collections::HashMap<(&str, &str), usize> = Default::default();
+        let mut by_claim: std::collections::HashMap<(&str, &str), Vec<usize>> = Default::default();
         for (i, Row { d, .. }) in rows.iter().enumerate().filter(|(i, _)| held[*i]) {
-            latest
+            by_claim
                 .entry((d.tenant_id.as_str(), d.claim_id.as_str()))
-                .and_modify(|j| {
-                    if rows[*j].d.version < d.version {
-                        *j = i
-                    }
-                })
-                .or_insert(i);
+                .or_default()
+                .push(i);
         }
-        let mut updates: Vec<usize> = latest.into_values().collect();
-        updates.sort_unstable();
+        let mut updates: Vec<Vec<usize>> = Vec::new();
+        for mut versions in by_claim.into_values() {
+            versions.sort_by_key(|i| rows[*i].d.version);
+            for (round, i) in versions.into_iter().enumerate() {
+                if updates.len() <= round {
+                    updates.push(Vec::new());
+                }
+                updates[round].push(i);
+            }
+        }
+        updates.iter_mut().for_each(|r| r.sort_unstable());
         let tasks: Vec<usize> = (0..rows.len())
             .filter(|i| {
                 let d = rows[*i].d;
@@ -219,7 +228,8 @@ impl Writes {
             })
             .collect();
         let sql = updates
-            .chunks(ROWS_PER_STATEMENT)
+            .iter()
+            .flat_map(|round| round.chunks(ROWS_PER_STATEMENT))
             .map(|c| update_sql(backend, c.len()))
             .chain(
                 tasks
@@ -246,7 +256,10 @@ impl Writes {
 
     /// The statements, bound to `rows`: those the writes were planned on.
     fn bind<'q>(&'q self, rows: &'q [Row<'q>]) -> Vec<AnyQuery<'q>> {
-        let updates = self.updates.chunks(ROWS_PER_STATEMENT);
+        let updates = self
+            .updates
+            .iter()
+            .flat_map(|round| round.chunks(ROWS_PER_STATEMENT));
         let tasks = self.tasks.chunks(ROWS_PER_STATEMENT);
         let mut sql = self.sql.iter();
         let mut bound = Vec::with_capacity(self.sql.len());

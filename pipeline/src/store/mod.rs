@@ -11,6 +11,7 @@
 mod accumulators;
 mod audit;
 mod checkpoint;
+mod checksum;
 mod claims;
 mod decided;
 mod decisions;
@@ -23,6 +24,7 @@ mod members;
 mod payments;
 mod plans;
 mod providers;
+mod rebuild;
 mod receipts;
 mod rulebooks;
 mod sessions;
@@ -43,6 +45,7 @@ use sqlx::{AnyPool, Executor};
 
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
 pub use checkpoint::checkpoints;
+pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
 pub use decided::DecidedWindow;
 pub use decisions::{DecisionCheck, PreparedDecisions};

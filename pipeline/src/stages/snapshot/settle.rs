@@ -4,6 +4,9 @@
 //! of the member's year (contract part 2: a replacement is adjudicated after the one it
 //! replaces is reversed).
 //!
+//! A decision the fused chain wrote already ([`Decision::written`], met only by `claims
+//! replay`) has its benefits applied: it is counted as it was, not adjudicated again.
+//!
 //! A claim counted already (a redelivery, or a restart that restored it) is
 //! adjudicated against the year as it stood before it (its `seq`), so it is decided the
 //! same way again and counted once. A flagged claim is adjudicated against the year as
@@ -34,7 +37,11 @@ pub fn process(decisions: &mut [Decision], state: &mut Accumulators) -> Vec<Vec<
         .iter_mut()
         .map(|d| {
             let mut changes: Vec<Count> = reverse_replaced(d, state).into_iter().collect();
-            changes.extend(apply(d, state));
+            changes.extend(if d.written {
+                restore(d, state)
+            } else {
+                apply(d, state)
+            });
             changes
         })
         .collect()
@@ -57,6 +64,26 @@ fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
             usage: counted.usage,
         },
         fresh: true,
+    })
+}
+
+/// A written decision's count, as the chain made it.
+fn restore(d: &Decision, state: &mut Accumulators) -> Option<Count> {
+    let (year_of_service, usage) = d.counted.clone()?;
+    let year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year_of_service);
+    let fresh = year.count(&d.claim_id, usage);
+    let counted = year.counted(&d.claim_id)?;
+    Some(Count {
+        entry: Entry {
+            tenant_id: d.tenant_id.to_string(),
+            member_id: d.member_id.clone(),
+            year: year_of_service,
+            claim_id: d.claim_id.clone(),
+            seq: counted.seq,
+            reversed: false,
+            usage: counted.usage,
+        },
+        fresh,
     })
 }
 
