@@ -1,0 +1,109 @@
+//! Rebuild throughput (issue 36): decides N claims (default 100,000) through the
+//! pipeline of a release build on the embedded default, stops the service, then times
+//! `claims replay --into` a fresh database and prints rebuilt claims per second with
+//! the store's ceiling measured in the same run (the same bytes per claim appended as
+//! bare rows, a transaction per page), their ratio (goal: at least 0.5) and the replay
+//! process's peak RSS. `BENCH_REPLAY_INTO` names another database to rebuild into
+//! (a fresh PostgreSQL one, say); the ceiling is then measured there.
+#![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod support;
+
+use support::{
+    create_bench_user, free_port, login, peak_rss_mib, seed, send_batches, serve, service_envs,
+    service_store, store_bytes, store_ceiling, undecided, wait_ready, DECIDING,
+};
+
+/// Records `claims replay` writes per transaction (`pipeline::rebuild`).
+const PAGE: usize = 4000;
+
+fn main() {
+    tokio::runtime::Runtime::new().unwrap().block_on(run());
+}
+
+async fn run() {
+    let n = support::claims_to_send();
+    let temp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}/api/v1");
+    let bin = env!("CARGO_BIN_EXE_claims");
+    let envs = service_envs(temp.path(), port, "replay");
+    create_bench_user(
+        bin,
+        &envs,
+        "claims:write claims:read providers:write rulebooks:write tenant:configure",
+    );
+    let mut child = serve(bin, &envs, DECIDING);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    wait_ready(&client, &base).await;
+    let token = login(&client, &base).await;
+    seed(&client, &base, &token).await;
+    let started = Instant::now();
+    assert_eq!(send_batches(&client, &base, &token, n, 1000, 4).await, n);
+    let store = service_store(temp.path()).await;
+    while undecided(&store).await {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "decided: {n} claims through the pipeline in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    store.close().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let into = std::env::var("BENCH_REPLAY_INTO")
+        .unwrap_or_else(|_| format!("sqlite://{}", temp.path().join("rebuilt.db").display()));
+    let started = Instant::now();
+    let replay = Command::new(bin)
+        .args(["replay", "--into", &into])
+        .envs(envs.iter().cloned())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = replay.id();
+    // Peak RSS is read while it runs: it is gone from /proc once it exits.
+    let watch = std::thread::spawn(move || {
+        let mut peak = 0.0f64;
+        while std::path::Path::new(&format!("/proc/{pid}/status")).exists() {
+            peak = peak.max(peak_rss_mib(pid));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        peak
+    });
+    let replay = replay.wait_with_output().unwrap();
+    let rss = watch.join().unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.status.success(), "{stdout}");
+    let result: Value = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .last()
+        .unwrap()
+        .unwrap();
+    let rebuilt = result["rebuilt"]["claims"].as_u64().unwrap();
+    assert_eq!(rebuilt, n as u64, "{result}");
+    let rate = rebuilt as f64 / secs;
+    let target = pipeline::store::Store::connect(&into, &Default::default())
+        .await
+        .unwrap();
+    let bytes_per_claim = (store_bytes(&target).await as f64 / n as f64).max(1.0);
+    println!(
+        "replay: {rate:>9.0} claims/s ({rebuilt} claims, {} decisions rebuilt in {secs:.2} s, process start included); peak RSS {rss:.0} MiB",
+        result["rebuilt"]["decisions"]
+    );
+    let ceiling = store_ceiling(&target, n, PAGE, bytes_per_claim as usize).await;
+    println!(
+        "ceiling, store: {ceiling:>9.0} claims/s ({bytes_per_claim:.0} bytes per claim in two commits per {PAGE} claims, as the rebuild wrote them); replay / store ceiling = {:.2} (goal: at least 0.5)",
+        rate / ceiling
+    );
+}
