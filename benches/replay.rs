@@ -93,6 +93,11 @@ async fn run() {
     let rebuilt = result["rebuilt"]["claims"].as_u64().unwrap();
     assert_eq!(rebuilt, n as u64, "{result}");
     let rate = rebuilt as f64 / secs;
+    if std::env::var_os("BENCH_KEEP").is_some() {
+        // For profiling a rebuild of the same topics again.
+        println!("kept: {}", temp.keep().display());
+        return;
+    }
     let target = pipeline::store::Store::connect(&into, &Default::default())
         .await
         .unwrap();

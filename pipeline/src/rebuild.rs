@@ -20,7 +20,7 @@ use std::collections::HashSet;
 
 use crate::bus::{Bus, BusError, Record, TopicSpec};
 use crate::clock::now_ms;
-use crate::model::ClaimSubmitted;
+use crate::model::{ClaimSubmitted, Decision};
 use crate::stages::snapshot::Snapshot;
 use crate::stages::StageError;
 use crate::store::{NewClaim, Store, StoreError, TaskDecision};
@@ -65,7 +65,27 @@ pub enum RebuildError {
     Stage(#[from] StageError),
 }
 
-/// Rebuilds the snapshots into `into` (migrated, empty) from `bus`'s topics.
+/// A page read and decoded, ahead of the writes.
+enum Page {
+    Claims(Vec<ClaimSubmitted>),
+    Decisions(Vec<Decision>),
+    OfficerDecisions(Vec<OfficerDecision>),
+}
+
+/// A page with where the read is.
+struct Read {
+    page: Page,
+    topic: String,
+    records: u64,
+    /// Records that did not decode: the live stages parked them too.
+    skipped: u64,
+}
+
+/// Pages read and decoded while the previous ones are written.
+const READ_AHEAD: usize = 2;
+
+/// Rebuilds the snapshots into `into` (migrated, empty) from `bus`'s topics. One task
+/// reads and decodes pages while this one writes them, in order.
 pub async fn rebuild(
     bus: &Bus,
     topics: &Topics,
@@ -75,84 +95,148 @@ pub async fn rebuild(
     if !into.holds_no_claims().await? {
         return Err(RebuildError::NotEmpty);
     }
-    let passes = of_record(topics);
-    let mut extents = Vec::with_capacity(passes.len());
-    for t in passes {
-        extents.push(bus.extent(t).await?);
+    let mut extents = Vec::new();
+    for t in of_record(topics) {
+        extents.push((t.clone(), bus.extent(t).await?));
     }
     let total = extents
         .iter()
-        .flatten()
+        .flat_map(|(_, e)| e)
         .map(|(_, lo, hi)| (hi - lo) as u64)
         .sum();
+    let indexes = into.drop_secondary_indexes().await?;
+    let written = write_all(bus, topics, into, extents, total, &mut progress).await;
+    // Made again whether or not the rebuild went through: the database is whole.
+    into.remake_indexes(&indexes).await?;
+    written
+}
+
+async fn write_all(
+    bus: &Bus,
+    topics: &Topics,
+    into: &Store,
+    extents: Vec<(TopicSpec, Vec<(u32, i64, i64)>)>,
+    total: u64,
+    progress: &mut impl FnMut(&Progress),
+) -> Result<Rebuilt, RebuildError> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(READ_AHEAD);
+    let reader = tokio::spawn(read_all(bus.clone(), topics.clone(), extents, tx));
     let mut at = Progress {
         topic: String::new(),
         done: 0,
         total,
     };
     let mut rebuilt = Rebuilt::default();
-    let mut replaced = Vec::new();
+    let mut replaced: Vec<(String, String, String)> = Vec::new();
     let mut snapshot = Snapshot {
         topics: topics.clone(),
         store: into.clone(),
         accumulators: Default::default(),
     };
-    for (topic, extent) in passes.into_iter().zip(extents) {
-        at.topic.clone_from(&topic.name);
-        for (partition, from, to) in extent {
-            let mut next = from;
-            while next < to {
-                let end = to.min(next + PAGE);
-                let page = bus.read(topic, partition, next, end).await?;
-                next = end;
-                at.done += page.len() as u64;
-                if topic == &topics.intake {
-                    claims(into, &page, &mut rebuilt, &mut replaced).await?;
-                } else if topic == &topics.decided {
-                    let decisions = page.len();
-                    let parked = snapshot
-                        .write(&page)
-                        .await?
-                        .iter()
-                        .filter(|(t, _)| t == &topics.dead_letter)
-                        .count();
-                    rebuilt.decisions += (decisions - parked) as u64;
-                    rebuilt.skipped += parked as u64;
-                } else {
-                    officer_decisions(into, &page, &mut rebuilt).await?;
-                }
-                progress(&at);
-            }
-        }
-        if topic == &topics.intake {
+    while let Some(read) = rx.recv().await {
+        let read: Read = read?;
+        if !replaced.is_empty() && !matches!(read.page, Page::Claims(_)) {
+            // Every claim is in: the marks of the replacements.
             for (tenant, claim, by) in replaced.drain(..) {
                 into.supersede_replayed(&tenant, &claim, &by).await?;
             }
         }
+        match read.page {
+            Page::Claims(commands) => claims(into, commands, &mut rebuilt, &mut replaced).await?,
+            Page::Decisions(mut decisions) => {
+                let (_, held) = snapshot.apply(&mut decisions).await?;
+                rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
+            }
+            Page::OfficerDecisions(decisions) => {
+                officer_decisions(into, &decisions).await?;
+                rebuilt.officer_decisions += decisions.len() as u64;
+            }
+        }
+        rebuilt.skipped += read.skipped;
+        at.done += read.records;
+        at.topic = read.topic;
+        progress(&at);
     }
+    for (tenant, claim, by) in replaced.drain(..) {
+        into.supersede_replayed(&tenant, &claim, &by).await?;
+    }
+    reader
+        .await
+        .map_err(|e| RebuildError::Stage(StageError::Fatal(e.to_string())))?;
     Ok(rebuilt)
+}
+
+/// Reads the topics of record page by page, in order, decoding each page; stops at
+/// the first failure, which it passes on.
+async fn read_all(
+    bus: Bus,
+    topics: Topics,
+    extents: Vec<(TopicSpec, Vec<(u32, i64, i64)>)>,
+    tx: tokio::sync::mpsc::Sender<Result<Read, RebuildError>>,
+) {
+    for (topic, extent) in extents {
+        for (partition, from, to) in extent {
+            let mut next = from;
+            while next < to {
+                let end = to.min(next + PAGE);
+                let read = match bus.read(&topic, partition, next, end).await {
+                    Ok(records) => Ok(decode(&topics, &topic, &records)),
+                    Err(e) => Err(RebuildError::from(e)),
+                };
+                next = end;
+                let failed = read.is_err();
+                if tx.send(read).await.is_err() || failed {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn decode(topics: &Topics, topic: &TopicSpec, records: &[Record]) -> Read {
+    fn all<T: serde::de::DeserializeOwned>(records: &[Record]) -> (Vec<T>, u64) {
+        let mut skipped = 0;
+        let values = records
+            .iter()
+            .filter_map(|r| {
+                let v = serde_json::from_slice(&r.value).ok();
+                skipped += u64::from(v.is_none());
+                v
+            })
+            .collect();
+        (values, skipped)
+    }
+    let (page, skipped) = if topic == &topics.intake {
+        let (v, s) = all(records);
+        (Page::Claims(v), s)
+    } else if topic == &topics.decided {
+        let (v, s) = all(records);
+        (Page::Decisions(v), s)
+    } else {
+        let (v, s) = all(records);
+        (Page::OfficerDecisions(v), s)
+    };
+    Read {
+        page,
+        topic: topic.name.clone(),
+        records: records.len() as u64,
+        skipped,
+    }
 }
 
 /// A page of `claims.intake`: the claims' rows, as intake wrote them.
 async fn claims(
     into: &Store,
-    page: &[Record],
+    page: Vec<ClaimSubmitted>,
     rebuilt: &mut Rebuilt,
     replaced: &mut Vec<(String, String, String)>,
 ) -> Result<(), RebuildError> {
+    // A claim's command is on the topic once, unless a relay repeated it.
     let mut seen = HashSet::new();
-    let mut commands = Vec::with_capacity(page.len());
-    for r in page {
-        match serde_json::from_slice::<ClaimSubmitted>(&r.value) {
-            // A claim's command is on the topic once, unless a relay repeated it.
-            Ok(c) => {
-                if seen.insert((c.tenant_id.to_string(), c.claim.claim_id.to_string())) {
-                    commands.push(c)
-                }
-            }
-            Err(_) => rebuilt.skipped += 1,
-        }
-    }
+    let commands: Vec<ClaimSubmitted> = page
+        .into_iter()
+        .filter(|c| seen.insert((c.tenant_id.to_string(), c.claim.claim_id.to_string())))
+        .collect();
     let submissions = commands
         .iter()
         .map(|c| serde_json::to_string(&c.claim))
@@ -189,26 +273,16 @@ async fn claims(
 }
 
 /// A page of `claims.workflow`: the review tasks the officers decided.
-async fn officer_decisions(
-    into: &Store,
-    page: &[Record],
-    rebuilt: &mut Rebuilt,
-) -> Result<(), RebuildError> {
-    for r in page {
-        match serde_json::from_slice::<OfficerDecision>(&r.value) {
-            Ok(d) => {
-                let decision = TaskDecision {
-                    action: d.action,
-                    note: d.note.as_deref(),
-                    approved_amount: d.approved_amount,
-                    at: d.decided_at_ms,
-                };
-                into.complete_task_replayed(&d.tenant_id, &d.task_id, &d.officer, &decision)
-                    .await?;
-                rebuilt.officer_decisions += 1;
-            }
-            Err(_) => rebuilt.skipped += 1,
-        }
+async fn officer_decisions(into: &Store, page: &[OfficerDecision]) -> Result<(), RebuildError> {
+    for d in page {
+        let decision = TaskDecision {
+            action: d.action,
+            note: d.note.as_deref(),
+            approved_amount: d.approved_amount,
+            at: d.decided_at_ms,
+        };
+        into.complete_task_replayed(&d.tenant_id, &d.task_id, &d.officer, &decision)
+            .await?;
     }
     Ok(())
 }

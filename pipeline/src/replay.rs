@@ -28,31 +28,40 @@ pub struct Window {
 }
 
 /// The events of `tenant_id` in `window`, in the order they happened (their time, then
-/// the topic's order).
+/// the topic's order). The topic is read a page at a time: only the matches are held.
 pub async fn events(
     bus: &Bus,
     topics: &Topics,
     tenant_id: &TenantId,
     window: &Window,
 ) -> Result<Vec<DomainEvent>, StoreError> {
-    let records = bus
-        .scan(&topics.events)
-        .await
-        .map_err(crate::intake::into_store)?;
-    let mut found: Vec<(i64, usize, DomainEvent)> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        // A record that does not decode was parked by the webhooks stage already.
-        let Ok(e) = serde_json::from_slice::<DomainEvent>(&r.value) else {
-            continue;
-        };
-        if &e.tenant_id != tenant_id || !window.kinds.contains(&e.event) {
-            continue;
-        }
-        let Some(at) = parse_rfc3339_ms(&e.timestamp) else {
-            continue;
-        };
-        if at >= window.since_ms && window.until_ms.is_none_or(|u| at < u) {
-            found.push((at, i, e));
+    const PAGE: i64 = 4000;
+    let into_store = crate::intake::into_store;
+    let mut found: Vec<(i64, (u32, i64), DomainEvent)> = Vec::new();
+    for (partition, from, to) in bus.extent(&topics.events).await.map_err(into_store)? {
+        let mut next = from;
+        while next < to {
+            let end = to.min(next + PAGE);
+            let page = bus
+                .read(&topics.events, partition, next, end)
+                .await
+                .map_err(into_store)?;
+            next = end;
+            for r in &page {
+                // A record that does not decode was parked by the webhooks stage already.
+                let Ok(e) = serde_json::from_slice::<DomainEvent>(&r.value) else {
+                    continue;
+                };
+                if &e.tenant_id != tenant_id || !window.kinds.contains(&e.event) {
+                    continue;
+                }
+                let Some(at) = parse_rfc3339_ms(&e.timestamp) else {
+                    continue;
+                };
+                if at >= window.since_ms && window.until_ms.is_none_or(|u| at < u) {
+                    found.push((at, (r.partition, r.offset), e));
+                }
+            }
         }
     }
     found.sort_by_key(|(at, i, _)| (*at, *i));

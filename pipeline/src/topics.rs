@@ -5,6 +5,10 @@ use schemas::avro;
 
 use crate::bus::TopicSpec;
 
+/// How long `claims.events` keeps its records: a webhook replay reaches this far back,
+/// as far as the delivery log's default retention.
+pub const EVENTS_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
 #[derive(Debug, Clone)]
 pub struct Topics {
     /// Claims produced straight onto Kafka by payers, not yet checked.
@@ -22,7 +26,8 @@ pub struct Topics {
     pub scored: TopicSpec,
     /// Decisions, for the snapshot writer.
     pub decided: TopicSpec,
-    /// Domain events (`claim.completed`, …), for webhooks and analysts.
+    /// Domain events (`claim.completed`, …), for webhooks and analysts; kept for
+    /// [`EVENTS_RETENTION`], as far back as a webhook replay reaches.
     pub events: TopicSpec,
     /// Officers' decisions on review tasks, keyed like the claim.
     pub workflow: TopicSpec,
@@ -60,7 +65,9 @@ impl Topics {
             evaluated: stream("claims.evaluated").with_schema(&avro::CLAIM_IN_PROCESS),
             scored: stream("claims.scored").with_schema(&avro::CLAIM_IN_PROCESS),
             decided: stream("claims.decided").with_schema(&avro::DECISION).kept(),
-            events: stream("claims.events").with_schema(&avro::DOMAIN_EVENT),
+            events: stream("claims.events")
+                .with_schema(&avro::DOMAIN_EVENT)
+                .retained(EVENTS_RETENTION),
             workflow: stream("claims.workflow")
                 .with_schema(&avro::OFFICER_DECISION)
                 .kept(),

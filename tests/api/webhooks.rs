@@ -1016,14 +1016,19 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
 async fn a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no_one(b: Backend) {
     let app = fast_app(b).await;
     let s = ready_tenant(&app, "acme").await;
-    let since = pipeline::clock::ms_to_rfc3339(pipeline::clock::now_ms() - 1000);
-    // Down for the outage: every attempt of its 10 events fails, 4 each; then it answers.
+    let clock = &app.state.clock;
+    let since = pipeline::clock::ms_to_rfc3339(clock.now_ms() - 1000);
+    // Down for an hour of events, on the service's clock: a claim decided every six
+    // minutes, and every attempt of its event fails, 4 each; then it answers.
     let down = Receiver::start(&[Answer::Status(500); 40]).await;
     let live = Receiver::start(&[]).await;
     let down_id = subscribe(&app, &s, &down.url(), &["claim.completed"], "secret").await;
     subscribe(&app, &s, &live.url(), &["claim.completed"], "secret").await;
     for i in 0..10 {
-        submit(&app, &s, claim(&format!("CLM-O{i}"))).await;
+        let id = format!("CLM-O{i}");
+        submit(&app, &s, claim(&id)).await;
+        crate::pipeline::decided(&app, &s, &id).await;
+        clock.advance(Duration::from_secs(6 * 60));
     }
     let failed = down.wait_for(40, Duration::from_secs(60)).await;
     live.wait_for(10, Duration::from_secs(30)).await;
@@ -1041,6 +1046,14 @@ async fn a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no
     missed.sort();
     missed.dedup();
     assert_eq!(missed.len(), 10);
+    let span = |v: &[(String, String)]| {
+        let at = |i: usize| pipeline::clock::parse_rfc3339_ms(&v[i].0).unwrap();
+        at(v.len() - 1) - at(0)
+    };
+    assert!(
+        span(&missed) >= 54 * 60 * 1000,
+        "an hour of events: {missed:?}"
+    );
 
     let r = app
         .call(

@@ -549,7 +549,7 @@ pub async fn maintain(
             } else if t.compacted {
                 compactions.maybe_compact(&log, t).await
             } else {
-                log.trim(t, retention).await
+                log.trim(t, t.retention.unwrap_or(retention)).await
             };
             match result {
                 Ok(0) => {}

@@ -164,9 +164,14 @@ impl KafkaBus {
     /// registry, if there is one.
     pub async fn ensure_topics(&self, topics: &[TopicSpec]) -> Result<(), BusError> {
         let replication = i32::from(self.inner.settings.replication.max(1));
+        let retention_ms: Vec<Option<String>> = topics
+            .iter()
+            .map(|t| t.retention.map(|r| r.as_millis().to_string()))
+            .collect();
         let new: Vec<NewTopic<'_>> = topics
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 let n = NewTopic::new(
                     &t.name,
                     t.partitions as i32,
@@ -177,6 +182,8 @@ impl KafkaBus {
                 } else if t.kept {
                     // A topic of record: `claims replay` rebuilds the snapshots from it.
                     n.set("retention.ms", "-1").set("retention.bytes", "-1")
+                } else if let Some(ms) = &retention_ms[i] {
+                    n.set("retention.ms", ms)
                 } else {
                     n
                 }

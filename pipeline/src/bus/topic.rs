@@ -13,6 +13,10 @@ pub struct TopicSpec {
     /// A topic of record: never trimmed on the embedded log, created with unlimited
     /// retention on Kafka, because `claims replay` rebuilds the store's snapshots from it.
     pub kept: bool,
+    /// How long a record of a topic neither compacted nor kept stays once consumed,
+    /// when not the deployment's default (an hour on the embedded log, the broker's
+    /// on Kafka).
+    pub retention: Option<std::time::Duration>,
     /// On Kafka, values are written in Avro with this schema (see `schemas::avro`);
     /// without one, and on the embedded log, they are JSON.
     pub schema: Option<&'static TopicSchema>,
@@ -25,6 +29,7 @@ impl TopicSpec {
             partitions: partitions.max(1),
             compacted,
             kept: false,
+            retention: None,
             schema: None,
         }
     }
@@ -32,6 +37,12 @@ impl TopicSpec {
     /// Marks the topic as one of record (see [`TopicSpec::kept`]).
     pub fn kept(mut self) -> Self {
         self.kept = true;
+        self
+    }
+
+    /// Keeps the topic's records `for` long (see [`TopicSpec::retention`]).
+    pub fn retained(mut self, r#for: std::time::Duration) -> Self {
+        self.retention = Some(r#for);
         self
     }
 

@@ -26,7 +26,7 @@ use crate::adjudication::{
     adjudicate_views, approved_total, eligibility, Cap, Denial, Eligibility, Pricing, Verdict,
 };
 use crate::bus::{Record, TopicSpec};
-use crate::clock::{ms_to_rfc3339, now_ms};
+use crate::clock::{ms_to_rfc3339, Clock};
 use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::{
     derived_id, ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind,
@@ -495,6 +495,9 @@ fn line_denials(claim: &ClaimInProcess, lines: usize) -> Vec<Option<Denial>> {
 pub struct Decide {
     pub topics: Topics,
     pub config: ConfigCache,
+    /// When decisions are made, and so when their events happened: the wall clock,
+    /// which tests move forward (an hour of events in a receiver's outage).
+    pub clock: Clock,
 }
 
 impl Stage for Decide {
@@ -522,7 +525,7 @@ impl Decide {
     /// Decides decoded claims, one decision per claim in order: the stage's own batch
     /// and the fused chain's (see [`super::chain`]).
     pub async fn step(&self, claims: &[ClaimInProcess]) -> Result<Vec<Decision>, StageError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut out = Vec::with_capacity(claims.len());
         let transient = |e: crate::config_cache::CacheError| StageError::Transient(e.to_string());
         let members = self

@@ -216,5 +216,6 @@ fn decide(deps: &Deps) -> decide::Decide {
     decide::Decide {
         topics: deps.topics.clone(),
         config: deps.config.clone(),
+        clock: deps.clock.clone(),
     }
 }

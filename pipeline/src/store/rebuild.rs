@@ -86,3 +86,40 @@ impl Store {
         Ok(())
     }
 }
+
+/// The snapshot tables whose secondary indexes a rebuild builds once at its end.
+const SNAPSHOT_TABLES: &str = "'claims', 'audit_records', 'review_tasks', 'member_accumulators'";
+
+impl Store {
+    /// Drops the snapshot tables' indexes that no write of a rebuild reads and that
+    /// enforce nothing (not unique), and answers the statements that make them again:
+    /// built once from the rows, an index costs a sort, where kept up to date it costs
+    /// every insert and update a descent (see [`Self::remake_indexes`]).
+    pub async fn drop_secondary_indexes(&self) -> Result<Vec<String>, StoreError> {
+        let sql = match self.backend() {
+            super::Backend::Sqlite => format!(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL \
+                 AND tbl_name IN ({SNAPSHOT_TABLES}) AND sql NOT LIKE 'CREATE UNIQUE%' ORDER BY name"
+            ),
+            super::Backend::Postgres => format!(
+                "SELECT indexname::TEXT, indexdef::TEXT FROM pg_indexes WHERE schemaname = current_schema() \
+                 AND tablename IN ({SNAPSHOT_TABLES}) AND indexdef NOT LIKE 'CREATE UNIQUE%' ORDER BY indexname"
+            ),
+        };
+        let found: Vec<(String, String)> = sqlx::query_as(&sql).fetch_all(self.reader()).await?;
+        for (name, _) in &found {
+            sqlx::query(&format!("DROP INDEX {name}"))
+                .execute(self.writer())
+                .await?;
+        }
+        Ok(found.into_iter().map(|(_, sql)| sql).collect())
+    }
+
+    /// Makes the indexes [`Self::drop_secondary_indexes`] dropped.
+    pub async fn remake_indexes(&self, statements: &[String]) -> Result<(), StoreError> {
+        for sql in statements {
+            sqlx::query(sql).execute(self.writer()).await?;
+        }
+        Ok(())
+    }
+}

@@ -66,13 +66,27 @@ fn is_written(r: &Record) -> bool {
 
 impl Snapshot {
     /// Writes a batch of `claims.decided` as it is, written decisions too (see
-    /// [`Decision::written`]): the stage's work, and `claims replay`'s.
+    /// [`Decision::written`]), and answers its outputs: the stage's work.
     pub async fn write(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
         let mut out = Vec::new();
         let mut decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
-        let counted = settle::process(&mut decisions, &mut lock(&self.accumulators));
-        let held = match self.store.write_decisions(&decisions).await {
+        let (counted, held) = self.apply(&mut decisions).await?;
+        out.extend(state_entries(&self.topics, &counted, &held));
+        out.extend(process(&self.topics, &decisions, &held));
+        Ok(out)
+    }
+
+    /// Applies decoded decisions in order to the members' years and writes them to the
+    /// store: per decision, the changes to its member's year that stand, and whether
+    /// the store holds it (a count whose decision the store turned down is taken
+    /// back). The stage's work without its outputs, and `claims replay`'s.
+    pub async fn apply(
+        &mut self,
+        decisions: &mut [Decision],
+    ) -> Result<(Vec<Vec<Count>>, Vec<bool>), StageError> {
+        let counted = settle::process(decisions, &mut lock(&self.accumulators));
+        let held = match self.store.write_decisions(decisions).await {
             Ok(held) => held,
             Err(e) => {
                 // The batch is retried: it must find the years as they were.
@@ -84,36 +98,26 @@ impl Snapshot {
                 return Err(e.into());
             }
         };
-        out.extend(state_entries(
-            &self.topics,
-            &counted,
-            &held,
-            &self.accumulators,
-        ));
-        out.extend(process(&self.topics, &decisions, &held));
-        Ok(out)
+        let mut state = lock(&self.accumulators);
+        for (changes, held) in counted.iter().zip(&held) {
+            if !*held {
+                settle::undo(&mut state, changes);
+            }
+        }
+        Ok((counted, held))
     }
 }
 
-/// The state entries of the claims a batch counted, for `state.accumulators`; a count
-/// whose decision the store turned down is taken back.
-pub fn state_entries(
-    topics: &Topics,
-    counted: &[Vec<Count>],
-    held: &[bool],
-    shared: &Shared,
-) -> Outputs {
-    let mut out = Vec::new();
-    for (changes, held) in counted.iter().zip(held) {
-        if *held {
-            for c in changes {
-                out.push(encode(&topics.accumulators, c.entry.key(), &c.entry));
-            }
-        } else {
-            settle::undo(&mut lock(shared), changes);
-        }
-    }
-    out
+/// The state entries of the claims a batch counted whose decisions the store holds,
+/// for `state.accumulators`.
+pub fn state_entries(topics: &Topics, counted: &[Vec<Count>], held: &[bool]) -> Outputs {
+    counted
+        .iter()
+        .zip(held)
+        .filter(|(_, held)| **held)
+        .flat_map(|(changes, _)| changes)
+        .map(|c| encode(&topics.accumulators, c.entry.key(), &c.entry))
+        .collect()
 }
 
 /// The events of the decisions the store holds (`held`, per decision), for
