@@ -81,6 +81,9 @@ struct Read {
     skipped: u64,
 }
 
+/// Each topic of record with its partitions' (partition, first offset, end offset).
+type Extents = Vec<(TopicSpec, Vec<(u32, i64, i64)>)>;
+
 /// Pages read and decoded while the previous ones are written.
 const READ_AHEAD: usize = 2;
 
@@ -115,7 +118,7 @@ async fn write_all(
     bus: &Bus,
     topics: &Topics,
     into: &Store,
-    extents: Vec<(TopicSpec, Vec<(u32, i64, i64)>)>,
+    extents: Extents,
     total: u64,
     progress: &mut impl FnMut(&Progress),
 ) -> Result<Rebuilt, RebuildError> {
@@ -171,7 +174,7 @@ async fn write_all(
 async fn read_all(
     bus: Bus,
     topics: Topics,
-    extents: Vec<(TopicSpec, Vec<(u32, i64, i64)>)>,
+    extents: Extents,
     tx: tokio::sync::mpsc::Sender<Result<Read, RebuildError>>,
 ) {
     for (topic, extent) in extents {
