@@ -942,6 +942,25 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
         "{st}"
     );
     assert_eq!(st["consecutive_failures"], 28);
+    // On /metrics: the subscription's attempts by result, and their durations.
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let labels = format!("tenant_id=\"acme\",webhook_id=\"{dead_id}\"");
+    for line in [
+        format!("claims_webhook_attempts_total{{{labels},result=\"failed\"}} 28"),
+        format!("claims_webhook_attempts_total{{{labels},result=\"succeeded\"}} 0"),
+        format!("claims_webhook_attempt_duration_seconds_count{{{labels}}} 28"),
+        format!("claims_webhook_attempt_duration_seconds_bucket{{{labels},le=\"+Inf\"}} 28"),
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
     assert!(st["p99_ms"].as_i64().unwrap() >= st["p50_ms"].as_i64().unwrap());
     let w = app.get(&format!("/webhooks/{dead_id}"), &s.access).await;
     let enabled = &w.body["enabled"];
@@ -1028,11 +1047,14 @@ async fn a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no
         let id = format!("CLM-O{i}");
         submit(&app, &s, claim(&id)).await;
         crate::pipeline::decided(&app, &s, &id).await;
+        // Its four attempts fail and are logged before the clock moves on: a jump
+        // while one is in flight would read as its lease running out.
+        down.wait_for(4 * (i + 1), Duration::from_secs(30)).await;
+        wait_for_attempts(&app, &s, &down_id, 4 * (i + 1)).await;
         clock.advance(Duration::from_secs(6 * 60));
     }
     let failed = down.wait_for(40, Duration::from_secs(60)).await;
     live.wait_for(10, Duration::from_secs(30)).await;
-    wait_for_attempts(&app, &s, &down_id, 40).await;
     let mut missed: Vec<(String, String)> = failed
         .iter()
         .map(|h| {

@@ -1,6 +1,7 @@
 //! What every request passes through, whatever its route.
 
 pub mod connections;
+pub mod delivery_metrics;
 pub mod error;
 pub mod fallback;
 pub mod items;

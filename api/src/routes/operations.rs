@@ -42,6 +42,10 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             tracing::warn!(error = %e, "The dead-letter topic could not be read for /metrics.")
         }
     }
+    match state.store.attempt_totals().await {
+        Ok(rows) => body.push_str(&crate::http::delivery_metrics::render(rows)),
+        Err(e) => tracing::warn!(error = %e, "Webhook totals could not be read for /metrics."),
+    }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -65,7 +65,8 @@ pub use uploads::{Extraction, NewUpload, UploadChange};
 pub use users::{User, UserChange, UserUpsert};
 pub use webhook_health::{Disabled, FailingStreak, STATS_WINDOW_MS};
 pub use webhooks::{
-    AttemptOutcome, DueDelivery, DueEndpoint, NewDelivery, Redelivery, Subscription, WebhookFields,
+    AttemptOutcome, AttemptTotals, DueDelivery, DueEndpoint, NewDelivery, Redelivery, Subscription,
+    WebhookFields, LATENCY_BUCKETS_MS,
 };
 pub use x12::{X12Ack, X12Batch};
 

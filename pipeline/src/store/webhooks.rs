@@ -177,6 +177,59 @@ enum Streak {
 }
 
 /// Each subscription's move of its streak, from a batch of outcomes in any order.
+/// The bounds of the delivery-duration buckets, in milliseconds, and the columns that
+/// count the attempts within each (`0028_webhook_metrics.sql`).
+pub const LATENCY_BUCKETS_MS: [i64; 8] = [50, 100, 250, 500, 1000, 2500, 5000, 10000];
+const LATENCY_COLUMNS: [&str; 8] = [
+    "attempts_le_50ms",
+    "attempts_le_100ms",
+    "attempts_le_250ms",
+    "attempts_le_500ms",
+    "attempts_le_1s",
+    "attempts_le_2500ms",
+    "attempts_le_5s",
+    "attempts_le_10s",
+];
+
+/// A subscription's delivery attempts, counted since it was made: for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptTotals {
+    pub succeeded: i64,
+    pub failed: i64,
+    pub ms_sum: i64,
+    /// Attempts that took at most each of [`LATENCY_BUCKETS_MS`].
+    pub le: [i64; 8],
+}
+
+impl AttemptTotals {
+    pub fn add(&mut self, other: &AttemptTotals) {
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.ms_sum += other.ms_sum;
+        for (a, b) in self.le.iter_mut().zip(other.le) {
+            *a += b;
+        }
+    }
+}
+
+/// Per subscription, in the order of [`streaks`] (by id), what a batch adds to its
+/// totals.
+fn totals(outcomes: &[AttemptOutcome]) -> Vec<(&str, AttemptTotals)> {
+    let mut by_webhook: std::collections::BTreeMap<&str, AttemptTotals> = Default::default();
+    for o in outcomes {
+        let t = by_webhook.entry(&o.webhook_id).or_default();
+        match o.error {
+            None => t.succeeded += 1,
+            Some(_) => t.failed += 1,
+        }
+        t.ms_sum += o.duration_ms;
+        for (le, bound) in t.le.iter_mut().zip(LATENCY_BUCKETS_MS) {
+            *le += i64::from(o.duration_ms <= bound);
+        }
+    }
+    by_webhook.into_iter().collect()
+}
+
 fn streaks(outcomes: &[AttemptOutcome]) -> Vec<(&str, Streak)> {
     let mut by_webhook: std::collections::BTreeMap<&str, Vec<&AttemptOutcome>> =
         std::collections::BTreeMap::new();
@@ -696,7 +749,34 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
+        let mut totals = totals(outcomes).into_iter();
         for (webhook_id, streak) in streaks(outcomes) {
+            let t = totals.next().map(|(_, t)| t).unwrap_or_default();
+            sqlx::query(&format!(
+                "UPDATE webhooks SET attempts_succeeded = attempts_succeeded + $1, \
+                 attempts_failed = attempts_failed + $2, attempts_ms_sum = attempts_ms_sum + $3, {} \
+                 WHERE webhook_id = $12",
+                LATENCY_COLUMNS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c} = {c} + ${}", i + 4))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .bind(t.succeeded)
+            .bind(t.failed)
+            .bind(t.ms_sum)
+            .bind(t.le[0])
+            .bind(t.le[1])
+            .bind(t.le[2])
+            .bind(t.le[3])
+            .bind(t.le[4])
+            .bind(t.le[5])
+            .bind(t.le[6])
+            .bind(t.le[7])
+            .bind(webhook_id)
+            .execute(&mut *tx)
+            .await?;
             let q = match streak {
                 // A success ends the streak; the failures after it start the next.
                 Streak::Restart { failures, since } => sqlx::query(
@@ -715,6 +795,36 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Every subscription's attempt totals with its tenant, those with attempts only.
+    pub async fn attempt_totals(&self) -> Result<Vec<(String, String, AttemptTotals)>, StoreError> {
+        let sql = format!(
+            "SELECT tenant_id, webhook_id, attempts_succeeded, attempts_failed, attempts_ms_sum, {} \
+             FROM webhooks WHERE attempts_succeeded + attempts_failed > 0 ORDER BY tenant_id, webhook_id",
+            LATENCY_COLUMNS.join(", ")
+        );
+        let rows = sqlx::query(&sql).fetch_all(self.reader()).await?;
+        rows.iter()
+            .map(|r| {
+                use sqlx::Row;
+                let mut le = [0i64; 8];
+                for (i, v) in le.iter_mut().enumerate() {
+                    *v = r.try_get(5 + i)?;
+                }
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    AttemptTotals {
+                        succeeded: r.try_get(2)?,
+                        failed: r.try_get(3)?,
+                        ms_sum: r.try_get(4)?,
+                        le,
+                    },
+                ))
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
     }
 
     /// The attempt log of a subscription, newest first. The cursor is the last
