@@ -5,7 +5,7 @@
 //! `scripts/bench-rules` in the same run and prints the ratio of the two rates.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -13,10 +13,7 @@ use serde_json::{json, Value};
 mod book;
 mod support;
 
-use support::{
-    create_bench_user, free_port, login, seed, send_batches, serve, service_envs, service_store,
-    undecided, wait_ready, CpuMark, DECIDING,
-};
+use support::{decide_all, start_service, CpuMark, DECIDING};
 
 fn main() {
     tokio::runtime::Runtime::new().unwrap().block_on(run());
@@ -24,39 +21,14 @@ fn main() {
 
 async fn run() {
     let n = support::claims_to_send();
-    let temp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
-    let envs = service_envs(temp.path(), port, "backtest");
-    create_bench_user(
-        bin,
-        &envs,
-        "claims:write claims:read providers:write rulebooks:write tenant:configure",
-    );
-    let mut child = serve(bin, &envs, DECIDING);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    wait_ready(&client, &base).await;
-    let token = login(&client, &base).await;
-    seed(&client, &base, &token).await;
-
-    let started = Instant::now();
-    assert_eq!(send_batches(&client, &base, &token, n, 1000, 4).await, n);
-    let store = service_store(temp.path()).await;
-    while undecided(&store).await {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    println!(
-        "decided: {n} claims through the pipeline in {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
+    let mut service = start_service("backtest", DECIDING, &[]).await;
+    decide_all(&service, n).await;
+    let (client, base, token) = (&service.client, &service.base, &service.token);
+    let child = service.child.id();
 
     let draft: Value = client
         .post(format!("{base}/rulebooks"))
-        .bearer_auth(&token)
+        .bearer_auth(token)
         .json(&json!({"name": "Draft", "rules": book::rulebook()}))
         .send()
         .await
@@ -65,11 +37,11 @@ async fn run() {
         .await
         .unwrap();
     let id = draft["rulebook_id"].as_str().unwrap();
-    let cpu = CpuMark::now(child.id());
+    let cpu = CpuMark::now(child);
     let started = Instant::now();
     let r = client
         .post(format!("{base}/rulebooks/{id}/backtest"))
-        .bearer_auth(&token)
+        .bearer_auth(token)
         .json(&json!({"limit": n}))
         .send()
         .await
@@ -85,6 +57,6 @@ async fn run() {
         report["changed"],
         used * 1e6 / n as f64,
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    service.child.kill().unwrap();
+    service.child.wait().unwrap();
 }

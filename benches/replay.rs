@@ -15,8 +15,7 @@ use serde_json::Value;
 mod support;
 
 use support::{
-    create_bench_user, free_port, login, peak_rss_mib, seed, send_batches, serve, service_envs,
-    service_store, store_bytes, store_ceiling, undecided, wait_ready, DECIDING,
+    decide_all, peak_rss_mib, start_service, store_bytes, store_ceiling, BenchService, DECIDING,
 };
 
 /// Records `claims replay` writes per transaction (`pipeline::rebuild`).
@@ -28,37 +27,17 @@ fn main() {
 
 async fn run() {
     let n = support::claims_to_send();
-    let temp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
-    let envs = service_envs(temp.path(), port, "replay");
-    create_bench_user(
-        bin,
-        &envs,
-        "claims:write claims:read providers:write rulebooks:write tenant:configure",
-    );
-    let mut child = serve(bin, &envs, DECIDING);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    wait_ready(&client, &base).await;
-    let token = login(&client, &base).await;
-    seed(&client, &base, &token).await;
-    let started = Instant::now();
-    assert_eq!(send_batches(&client, &base, &token, n, 1000, 4).await, n);
-    let store = service_store(temp.path()).await;
-    while undecided(&store).await {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    println!(
-        "decided: {n} claims through the pipeline in {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    store.close().await;
+    let service = start_service("replay", DECIDING, &[]).await;
+    decide_all(&service, n).await;
+    let BenchService {
+        temp,
+        envs,
+        mut child,
+        ..
+    } = service;
     child.kill().unwrap();
     child.wait().unwrap();
+    let bin = env!("CARGO_BIN_EXE_claims");
 
     let into = std::env::var("BENCH_REPLAY_INTO")
         .unwrap_or_else(|_| format!("sqlite://{}", temp.path().join("rebuilt.db").display()));

@@ -15,9 +15,7 @@ mod support;
 #[path = "../tests/support/x12.rs"]
 mod x12gen;
 
-use support::{
-    create_bench_user, free_port, login, rss_mib, seed, serve, service_envs, wait_ready,
-};
+use support::{rss_mib, start_service};
 
 const ROUNDS: usize = 3;
 const PROVIDERS: u32 = 20;
@@ -73,26 +71,18 @@ async fn run() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000usize);
-    let temp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
-    let mut envs = service_envs(temp.path(), port, "x12");
-    envs.push(("CLAIMS_MAX_BODY_BYTES".into(), (64 << 20).to_string()));
-    create_bench_user(
-        bin,
-        &envs,
-        "claims:write claims:read providers:write rulebooks:write tenant:configure",
+    let mut service = start_service(
+        "x12",
+        "api",
+        &[("CLAIMS_MAX_BODY_BYTES", (64 << 20).to_string())],
+    )
+    .await;
+    let pid = service.child.id();
+    let (client, base, token) = (
+        service.client.clone(),
+        service.base.clone(),
+        service.token.clone(),
     );
-    let mut child = serve(bin, &envs, "api");
-    let pid = child.id();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    wait_ready(&client, &base).await;
-    let token = login(&client, &base).await;
-    seed(&client, &base, &token).await;
     let mut providers = Vec::new();
     for p in 1..=PROVIDERS {
         let npi = x12gen::npi(7000 + p);
@@ -191,6 +181,6 @@ async fn run() {
     println!(
         "service RSS: {before:.1} MiB before; peak {x12_peak:.1} MiB while taking an interchange, {json_peak:.1} MiB while taking the JSON batch"
     );
-    child.kill().ok();
-    child.wait().ok();
+    service.child.kill().ok();
+    service.child.wait().ok();
 }

@@ -523,3 +523,65 @@ pub async fn undecided(store: &pipeline::store::Store) -> bool {
         .unwrap()
         .is_empty()
 }
+
+/// A release build of the service on a fresh data folder, with the tenant `bench`
+/// seeded and its user logged in.
+pub struct BenchService {
+    pub temp: tempfile::TempDir,
+    pub envs: Vec<(String, String)>,
+    pub child: std::process::Child,
+    pub client: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+/// Starts `claims serve --stages {stages}` with `extra` environment on top of
+/// [`service_envs`], and seeds the tenant.
+pub async fn start_service(prefix: &str, stages: &str, extra: &[(&str, String)]) -> BenchService {
+    let temp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}/api/v1");
+    let bin = env!("CARGO_BIN_EXE_claims");
+    let mut envs = service_envs(temp.path(), port, prefix);
+    envs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    create_bench_user(
+        bin,
+        &envs,
+        "claims:write claims:read providers:write rulebooks:write tenant:configure",
+    );
+    let child = serve(bin, &envs, stages);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    wait_ready(&client, &base).await;
+    let token = login(&client, &base).await;
+    seed(&client, &base, &token).await;
+    BenchService {
+        temp,
+        envs,
+        child,
+        client,
+        base,
+        token,
+    }
+}
+
+/// Sends `n` claims in batches of 1,000, four at once, and waits until every one is
+/// decided; prints how long it took.
+pub async fn decide_all(s: &BenchService, n: usize) {
+    let started = Instant::now();
+    assert_eq!(
+        send_batches(&s.client, &s.base, &s.token, n, 1000, 4).await,
+        n
+    );
+    let store = service_store(s.temp.path()).await;
+    while undecided(&store).await {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.close().await;
+    println!(
+        "decided: {n} claims through the pipeline in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+}
