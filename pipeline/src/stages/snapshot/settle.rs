@@ -14,7 +14,7 @@
 //!
 //! [`Pricing`]: crate::adjudication::Pricing
 
-use crate::adjudication::{settle, usage_of, Counted};
+use crate::adjudication::{settle, usage_of, Counted, Usage};
 use crate::model::Decision;
 
 use super::accumulators::{Accumulators, Entry};
@@ -69,22 +69,25 @@ fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
 
 /// A written decision's count, as the chain made it.
 fn restore(d: &Decision, state: &mut Accumulators) -> Option<Count> {
-    let (year_of_service, usage) = d.counted.clone()?;
-    let year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year_of_service);
-    let fresh = year.count(&d.claim_id, usage);
-    let counted = year.counted(&d.claim_id)?;
-    Some(Count {
-        entry: Entry {
-            tenant_id: d.tenant_id.to_string(),
-            member_id: d.member_id.clone(),
-            year: year_of_service,
-            claim_id: d.claim_id.clone(),
-            seq: counted.seq,
-            reversed: false,
-            usage: counted.usage,
-        },
-        fresh,
-    })
+    let (year, usage) = d.counted.clone()?;
+    count(d, state, year, usage)
+}
+
+/// Counts the decision's claim in its member's year, if not counted yet.
+fn count(d: &Decision, state: &mut Accumulators, year: i32, usage: Usage) -> Option<Count> {
+    let member_year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year);
+    let fresh = member_year.count(&d.claim_id, usage);
+    let counted = member_year.counted(&d.claim_id)?;
+    let entry = Entry {
+        tenant_id: d.tenant_id.to_string(),
+        member_id: d.member_id.clone(),
+        year,
+        claim_id: d.claim_id.clone(),
+        seq: counted.seq,
+        reversed: false,
+        usage: counted.usage,
+    };
+    Some(Count { entry, fresh })
 }
 
 fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
@@ -112,20 +115,9 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     if !d.is_payable() {
         return None;
     }
-    let year = state.year_mut(d.tenant_id.as_str(), &d.member_id, year_of_service);
-    let fresh = year.count(&d.claim_id, usage);
-    let counted = year.counted(&d.claim_id)?;
-    d.counted = Some((year_of_service, counted.usage.clone()));
-    let entry = Entry {
-        tenant_id: d.tenant_id.to_string(),
-        member_id: d.member_id.clone(),
-        year: year_of_service,
-        claim_id: d.claim_id.clone(),
-        seq: counted.seq,
-        reversed: false,
-        usage: counted.usage,
-    };
-    Some(Count { entry, fresh })
+    let c = count(d, state, year_of_service, usage)?;
+    d.counted = Some((year_of_service, c.entry.usage.clone()));
+    Some(c)
 }
 
 /// Undoes what [`process`] changed fresh: for a decision the store turned down (a
