@@ -6,11 +6,10 @@
 //! rebuild moves no live group's offsets):
 //! 1. `claims.intake`: every admitted claim's row, as intake wrote it; then the marks
 //!    replacements leave on the claims they replace.
-//! 2. `claims.decided`, each partition in order: the snapshot stage's core applies the
-//!    member's year ([`settle`]) and the store's own statements write the decisions, so
-//!    a decision is rebuilt by the code that first wrote it, the member's year applied
-//!    in the order the live stage applied it (a member's decisions share a partition).
-//!    The fused chain's decisions are on it as written.
+//! 2. `claims.decided`, each partition in order: the snapshot stage's own write
+//!    ([`Snapshot::write`]), so a decision is rebuilt by the code that first wrote it,
+//!    the member's year applied in the order the live stage applied it (a member's
+//!    decisions share a partition). The fused chain's decisions are on it as written.
 //! 3. `claims.workflow`: the officers' decisions on their review tasks.
 //!
 //! What the snapshots hold beyond these (who holds an undecided task; the tenants'
@@ -19,15 +18,12 @@
 
 use std::collections::HashSet;
 
-use sha2::{Digest, Sha256};
-
 use crate::bus::{Bus, BusError, Record, TopicSpec};
 use crate::clock::now_ms;
 use crate::model::{ClaimSubmitted, Decision};
-use crate::stages::snapshot::accumulators::Accumulators;
-use crate::stages::snapshot::settle;
+use crate::stages::snapshot::Snapshot;
 use crate::stages::StageError;
-use crate::store::{NewClaim, PreparedDecisions, Store, StoreError, TaskDecision};
+use crate::store::{NewClaim, Store, StoreError, TaskDecision};
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
@@ -135,11 +131,10 @@ async fn write_all(
     };
     let mut rebuilt = Rebuilt::default();
     let mut replaced: Vec<(String, String, String)> = Vec::new();
-    let mut accumulators = Accumulators::default();
-    let mut seen = HashSet::new();
-    let mut writes = Writes {
+    let mut snapshot = Snapshot {
+        topics: topics.clone(),
         store: into.clone(),
-        last: None,
+        accumulators: Default::default(),
     };
     while let Some(read) = rx.recv().await {
         let read: Read = read?;
@@ -152,15 +147,10 @@ async fn write_all(
         match read.page {
             Page::Claims(commands) => claims(into, commands, &mut rebuilt, &mut replaced).await?,
             Page::Decisions(mut decisions) => {
-                // A decision on the topic twice (a stage's batch redelivered) is held
-                // by the store the first time only, so it is written once.
-                decisions.retain(|d| seen.insert(fingerprint(&d.audit_id)));
-                settle::process(&mut decisions, &mut accumulators);
-                rebuilt.decisions += decisions.len() as u64;
-                writes.write(decisions);
+                let (_, held) = snapshot.apply(&mut decisions).await?;
+                rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
             }
             Page::OfficerDecisions(decisions) => {
-                writes.finish().await?;
                 officer_decisions(into, &decisions).await?;
                 rebuilt.officer_decisions += decisions.len() as u64;
             }
@@ -170,7 +160,6 @@ async fn write_all(
         at.topic = read.topic;
         progress(&at);
     }
-    writes.finish().await?;
     for (tenant, claim, by) in replaced.drain(..) {
         into.supersede_replayed(&tenant, &claim, &by).await?;
     }
@@ -178,53 +167,6 @@ async fn write_all(
         .await
         .map_err(|e| RebuildError::Stage(StageError::Fatal(e.to_string())))?;
     Ok(rebuilt)
-}
-
-/// The writes of the pages of decisions, in order: each page is serialised while the one
-/// before it is written, and written once that one committed. The decisions are the
-/// snapshot stage's, benefits applied by its own core ([`settle`]) and written by the
-/// store's own statements; only the overlap is the rebuild's.
-struct Writes {
-    store: Store,
-    last: Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
-}
-
-impl Writes {
-    fn write(&mut self, decisions: Vec<Decision>) {
-        let (store, before) = (self.store.clone(), self.last.take());
-        self.last = Some(tokio::spawn(async move {
-            let prepared = PreparedDecisions::new(&decisions);
-            if let Some(before) = before {
-                before
-                    .await
-                    .map_err(|e| StoreError::Config(e.to_string()))??;
-            }
-            let mut tx = store.begin_write().await?;
-            let check = store.check_decisions_in(&mut tx, &prepared).await?;
-            store
-                .write_checked_decisions_in(&mut tx, &prepared, &check)
-                .await?;
-            tx.commit().await?;
-            Ok(())
-        }));
-    }
-
-    /// Waits for every page written so far.
-    async fn finish(&mut self) -> Result<(), RebuildError> {
-        if let Some(last) = self.last.take() {
-            last.await
-                .map_err(|e| RebuildError::Stage(StageError::Fatal(e.to_string())))??;
-        }
-        Ok(())
-    }
-}
-
-/// A 128-bit digest of an id, to remember a million ids in 16 bytes each.
-fn fingerprint(id: &str) -> u128 {
-    let digest = Sha256::digest(id.as_bytes());
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&digest[..16]);
-    u128::from_le_bytes(b)
 }
 
 /// Reads the topics of record page by page, in order, decoding each page; stops at
