@@ -9,7 +9,8 @@
 //! 2. `claims.decided`, each partition in order: the snapshot stage's own write
 //!    ([`Snapshot::write`]), so a decision is rebuilt by the code that first wrote it,
 //!    the member's year applied in the order the live stage applied it (a member's
-//!    decisions share a partition). The fused chain's decisions are on it as written.
+//!    decisions share a partition). The fused chain's decisions are on it as written,
+//!    and so are those a fused process's snapshot stage applied ([`twins`]).
 //! 3. `claims.workflow`: the officers' decisions on their review tasks.
 //!
 //! What the snapshots hold beyond these (who holds an undecided task; the tenants'
@@ -21,7 +22,7 @@ use std::collections::HashSet;
 use crate::bus::{Bus, BusError, Record, TopicSpec};
 use crate::clock::now_ms;
 use crate::model::{ClaimSubmitted, Decision};
-use crate::stages::snapshot::Snapshot;
+use crate::stages::snapshot::{twins, Snapshot};
 use crate::stages::StageError;
 use crate::store::{NewClaim, Store, StoreError, TaskDecision};
 use crate::topics::Topics;
@@ -47,6 +48,9 @@ pub struct Rebuilt {
     pub claims: u64,
     pub decisions: u64,
     pub officer_decisions: u64,
+    /// Decisions made outside the chain (officers', reprocessed claims') rebuilt from
+    /// the record of them as written (see [`twins`]): the embedded default's.
+    pub from_twins: u64,
     /// Records that did not decode: the live stages parked them too.
     pub skipped: u64,
 }
@@ -135,9 +139,15 @@ async fn write_all(
         topics: topics.clone(),
         store: into.clone(),
         accumulators: Default::default(),
+        twins: false,
     };
+    let mut twins = twins::Twins::default();
     while let Some(read) = rx.recv().await {
         let read: Read = read?;
+        if !matches!(read.page, Page::Decisions(_)) {
+            // The decisions are all read: those that waited for a twin in vain.
+            decisions(&mut snapshot, twins.rest(), &mut rebuilt).await?;
+        }
         if !replaced.is_empty() && !matches!(read.page, Page::Claims(_)) {
             // Every claim is in: the marks of the replacements.
             for (tenant, claim, by) in replaced.drain(..) {
@@ -146,9 +156,8 @@ async fn write_all(
         }
         match read.page {
             Page::Claims(commands) => claims(into, commands, &mut rebuilt, &mut replaced).await?,
-            Page::Decisions(mut decisions) => {
-                let (_, held) = snapshot.apply(&mut decisions).await?;
-                rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
+            Page::Decisions(page) => {
+                decisions(&mut snapshot, twins.order(page), &mut rebuilt).await?
             }
             Page::OfficerDecisions(decisions) => {
                 officer_decisions(into, &decisions).await?;
@@ -160,6 +169,8 @@ async fn write_all(
         at.topic = read.topic;
         progress(&at);
     }
+    decisions(&mut snapshot, twins.rest(), &mut rebuilt).await?;
+    rebuilt.from_twins = twins.replaced;
     for (tenant, claim, by) in replaced.drain(..) {
         into.supersede_replayed(&tenant, &claim, &by).await?;
     }
@@ -167,6 +178,21 @@ async fn write_all(
         .await
         .map_err(|e| RebuildError::Stage(StageError::Fatal(e.to_string())))?;
     Ok(rebuilt)
+}
+
+/// Decisions of `claims.decided`, in the order [`twins::Twins`] gives, written as the
+/// snapshot stage writes them.
+async fn decisions(
+    snapshot: &mut Snapshot,
+    mut decisions: Vec<Decision>,
+    rebuilt: &mut Rebuilt,
+) -> Result<(), RebuildError> {
+    if decisions.is_empty() {
+        return Ok(());
+    }
+    let (_, held) = snapshot.apply(&mut decisions).await?;
+    rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
+    Ok(())
 }
 
 /// Reads the topics of record page by page, in order, decoding each page; stops at

@@ -143,7 +143,9 @@ pub async fn spawn(
             "snapshot" => go!(snapshot::Snapshot {
                 topics: t,
                 store: deps.store.clone(),
-                accumulators: accumulators.clone().unwrap_or_default()
+                accumulators: accumulators.clone().unwrap_or_default(),
+                // The chain shares the accumulators only with a snapshot stage here.
+                twins: fused
             }),
             "workflow" => go!(workflow::Workflow {
                 topics: t,

@@ -13,15 +13,17 @@
 //! outcome counts in it ([`settle`]); the counted claims go to the store with their
 //! decisions (the queryable copy) and to `state.accumulators` with the events.
 //!
-//! Files: [`settle`] the pure core for benefits, [`accumulators`] the state; this file
+//! Files: [`settle`] the pure core for benefits, [`accumulators`] the state, [`twins`]
+//! the records of decisions as written that `claims replay` rebuilds from; this file
 //! the stage on the bus and the events of a batch.
 
 pub mod accumulators;
 pub mod settle;
+pub mod twins;
 
 use super::runner::{decode_all, encode, message, Outputs, Stage, StageError};
 use crate::bus::{Bus, Message, Record, TopicSpec};
-use crate::model::{Decision, EventKind, WRITTEN_PREFIX};
+use crate::model::{Decision, EventKind, Written, WRITTEN_PREFIX};
 use crate::store::Store;
 use crate::topics::Topics;
 use accumulators::{lock, Accumulators, Shared};
@@ -32,6 +34,10 @@ pub struct Snapshot {
     pub topics: Topics,
     pub store: Store,
     pub accumulators: Shared,
+    /// Set in a process whose fused chain shares the accumulators: each decision made
+    /// outside the chain that the stage writes goes back onto `claims.decided` as
+    /// written, for `claims replay` (see [`twins`]).
+    pub twins: bool,
 }
 
 impl Stage for Snapshot {
@@ -74,6 +80,12 @@ impl Snapshot {
         let (counted, held) = self.apply(&mut decisions).await?;
         out.extend(state_entries(&self.topics, &counted, &held));
         out.extend(process(&self.topics, &decisions, &held));
+        if self.twins {
+            out.extend(
+                twins::needing_twins(&decisions, &held)
+                    .map(|d| encode(&self.topics.decided, d.key(), &Written::new(d))),
+            );
+        }
         Ok(out)
     }
 
