@@ -204,19 +204,16 @@ async fn read_all(
     tx: tokio::sync::mpsc::Sender<Result<Read, RebuildError>>,
 ) {
     for (topic, extent) in extents {
-        for (partition, from, to) in extent {
-            let mut next = from;
-            while next < to {
-                let end = to.min(next + PAGE);
-                let read = match bus.read(&topic, partition, next, end).await {
-                    Ok(records) => Ok(decode(&topics, &topic, &records)),
-                    Err(e) => Err(RebuildError::from(e)),
-                };
-                next = end;
-                let failed = read.is_err();
-                if tx.send(read).await.is_err() || failed {
-                    return;
-                }
+        let mut pages = bus.pages(&topic, extent, PAGE);
+        loop {
+            let read = match pages.next().await {
+                Ok(None) => break,
+                Ok(Some(records)) => Ok(decode(&topics, &topic, &records)),
+                Err(e) => Err(RebuildError::from(e)),
+            };
+            let failed = read.is_err();
+            if tx.send(read).await.is_err() || failed {
+                return;
             }
         }
     }

@@ -38,29 +38,22 @@ pub async fn events(
     const PAGE: i64 = 4000;
     let into_store = crate::intake::into_store;
     let mut found: Vec<(i64, (u32, i64), DomainEvent)> = Vec::new();
-    for (partition, from, to) in bus.extent(&topics.events).await.map_err(into_store)? {
-        let mut next = from;
-        while next < to {
-            let end = to.min(next + PAGE);
-            let page = bus
-                .read(&topics.events, partition, next, end)
-                .await
-                .map_err(into_store)?;
-            next = end;
-            for r in &page {
-                // A record that does not decode was parked by the webhooks stage already.
-                let Ok(e) = serde_json::from_slice::<DomainEvent>(&r.value) else {
-                    continue;
-                };
-                if &e.tenant_id != tenant_id || !window.kinds.contains(&e.event) {
-                    continue;
-                }
-                let Some(at) = parse_rfc3339_ms(&e.timestamp) else {
-                    continue;
-                };
-                if at >= window.since_ms && window.until_ms.is_none_or(|u| at < u) {
-                    found.push((at, (r.partition, r.offset), e));
-                }
+    let extent = bus.extent(&topics.events).await.map_err(into_store)?;
+    let mut pages = bus.pages(&topics.events, extent, PAGE);
+    while let Some(page) = pages.next().await.map_err(into_store)? {
+        for r in &page {
+            // A record that does not decode was parked by the webhooks stage already.
+            let Ok(e) = serde_json::from_slice::<DomainEvent>(&r.value) else {
+                continue;
+            };
+            if &e.tenant_id != tenant_id || !window.kinds.contains(&e.event) {
+                continue;
+            }
+            let Some(at) = parse_rfc3339_ms(&e.timestamp) else {
+                continue;
+            };
+            if at >= window.since_ms && window.until_ms.is_none_or(|u| at < u) {
+                found.push((at, (r.partition, r.offset), e));
             }
         }
     }

@@ -18,6 +18,7 @@ mod error;
 mod inspect;
 pub mod kafka;
 pub mod outbox;
+mod pages;
 mod record;
 pub mod registry;
 mod topic;
@@ -29,6 +30,7 @@ pub use embedded::{EmbeddedConsumer, EmbeddedLog, GroupWriter};
 pub use error::BusError;
 pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};
 pub use kafka::{KafkaBus, KafkaConsumer, KafkaSettings};
+pub use pages::Pages;
 pub use record::{partition_for, Message, Record};
 pub use topic::TopicSpec;
 
