@@ -541,7 +541,11 @@ pub async fn start_service(prefix: &str, stages: &str, extra: &[(&str, String)])
     let temp = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
+    // BENCH_CLAIMS_BIN runs another build of the service under the same bench: an old
+    // build against a new one, alternating.
+    let bin = std::env::var("BENCH_CLAIMS_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_claims").to_owned());
+    let bin = bin.as_str();
     let mut envs = service_envs(temp.path(), port, prefix);
     envs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     create_bench_user(
