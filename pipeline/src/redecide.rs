@@ -41,8 +41,17 @@ pub fn redecide(
     input.rejection = facts.rejection.take();
     input.fraud = fraud;
     let member = facts.member.clone();
-    let evaluated = rules::evaluate(input, candidate.compiled, facts.member_history, member);
+    let mut evaluated = rules::evaluate(input, candidate.compiled, facts.member_history, member);
+    // The trace (every rule's result) moves into the decision instead of being copied
+    // there; the decide stage reads only the hits.
+    let trace = evaluated
+        .rules
+        .as_mut()
+        .map(|e| std::mem::take(&mut e.trace));
     let mut decision = decide::decide(&evaluated, &facts, now_ms, pass);
+    if let Some(trace) = trace {
+        decision.trace = trace;
+    }
     facts.provider = evaluated.provider;
     facts.contract = evaluated.contract;
     facts.rejection = evaluated.rejection;

@@ -81,10 +81,10 @@ impl Store {
     /// (parsing them would be a third of the page's work). Claims decided before their
     /// decisions kept their facts are not among them.
     ///
-    /// The database hands the page over as one text, a JSON document a line, its rows' stored JSON
-    /// (submission, facts) pasted in as it is: row by row, each value was copied out of
-    /// SQLite, each row crossed from SQLite's thread to the caller's on its own, and
-    /// the hand-offs, not the reading, were most of a backtest's time.
+    /// The database hands the page over as one text, a JSON document a line, its rows'
+    /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
+    /// copied out of SQLite, each row crossed from SQLite's thread to the caller's on
+    /// its own, and the hand-offs, not the reading, were most of a backtest's time.
     pub async fn decided_claims(
         &self,
         tenant_id: &TenantId,
@@ -100,39 +100,72 @@ impl Store {
             Backend::Postgres => ("to_json({})::text", "{}::text", "string_agg"),
         };
         let quote = |column: &str| quote.replace("{}", column);
-        // `concat` writes each claim's line in one pass (a chain of `||` copies the
-        // line so far at every step); the lines are joined with newlines, which a
-        // stream of JSON values reads as the space between them.
+        // Which claims: the window after the last page, up to `limit`, by the index.
+        const WINDOW: &str = "FROM claims WHERE tenant_id = $1 AND facts IS NOT NULL \
+             AND received_at >= $2 AND received_at < $3 \
+             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5))";
+        let (since, until) = (
+            window.since_ms.unwrap_or(i64::MIN),
+            window.until_ms.unwrap_or(i64::MAX),
+        );
+        let last: Option<(i64, String)> = sqlx::query_as(&format!(
+            "SELECT received_at, claim_id {WINDOW} ORDER BY received_at, claim_id LIMIT 1 OFFSET $6"
+        ))
+        .bind(tenant_id.as_str())
+        .bind(since)
+        .bind(until)
+        .bind(after_at)
+        .bind(after_id)
+        .bind((limit - 1).max(0))
+        .fetch_optional(self.reader())
+        .await?;
+        let (last_at, last_id) = last.unwrap_or((i64::MAX, String::new()));
+        // Those claims in one text: `concat` writes each claim's line in one pass (a
+        // chain of `||` copies the line so far at every step), and the lines are joined
+        // with newlines, which a stream of JSON values reads as the space between them.
+        // The claims are taken by their keys rather than from a subquery with a limit,
+        // which SQLite copied, whole rows, into a table of its own first.
         let sql = format!(
             "SELECT {aggregate}(concat('{{\"rulebook_id\":', {rulebook_id}, \
              ',\"rulebook_version\":', rulebook_version, ',\"received_at\":', received_at, \
              ',\"fraud_score\":', coalesce({fraud_score}, 'null'), \
-             ',\"submission\":', submission, ',\"facts\":', facts, '}}'), \
-             '\n' ORDER BY received_at, claim_id) AS page FROM ( \
-             SELECT claim_id, submission, rulebook_id, rulebook_version, received_at, fraud_score, facts \
-             FROM claims WHERE tenant_id = $1 AND facts IS NOT NULL \
-             AND received_at >= $2 AND received_at < $3 \
-             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5)) \
-             ORDER BY received_at, claim_id LIMIT $6) AS p",
+             ',\"submission\":', submission, ',\"facts\":', facts, '}}'), '\n') \
+             {WINDOW} AND (received_at < $6 OR (received_at = $6 AND claim_id <= $7))",
             rulebook_id = quote("rulebook_id"),
             fraud_score = real.replace("{}", "fraud_score"),
         );
         let page: Option<String> = sqlx::query_scalar(&sql)
             .bind(tenant_id.as_str())
-            .bind(window.since_ms.unwrap_or(i64::MIN))
-            .bind(window.until_ms.unwrap_or(i64::MAX))
+            .bind(since)
+            .bind(until)
             .bind(after_at)
             .bind(after_id)
-            .bind(limit)
+            .bind(last_at)
+            .bind(&last_id)
             .fetch_one(self.reader())
             .await?;
         let Some(page) = page else {
             return Ok(Vec::new());
         };
-        let rows = serde_json::Deserializer::from_str(&page).into_iter::<PageRow>();
-        rows.map(|r| {
-            let r = parsed(r, || format!("a page of decided claims after {after_id}"))?;
-            Ok(DecidedClaim {
+        let mut rows = serde_json::Deserializer::from_str(&page)
+            .into_iter::<PageRow>()
+            .collect::<Result<Vec<_>, _>>();
+        // The aggregate keeps no order of its own (ordering it costs SQLite a sort of
+        // the page's text): the page is ordered here.
+        if let Ok(rows) = &mut rows {
+            rows.sort_unstable_by(|a, b| {
+                (a.received_at, a.submission.claim_id.as_str())
+                    .cmp(&(b.received_at, b.submission.claim_id.as_str()))
+            });
+        }
+        let mut rows = parsed(rows, || {
+            format!("a page of decided claims after {after_id}")
+        })?;
+        // Claims decided between the two reads may have joined the page.
+        rows.truncate(usize::try_from(limit).unwrap_or(0));
+        Ok(rows
+            .into_iter()
+            .map(|r| DecidedClaim {
                 submitted: ClaimSubmitted {
                     tenant_id: tenant_id.clone(),
                     claim: r.submission,
@@ -147,8 +180,7 @@ impl Store {
                 }),
                 facts: r.facts,
             })
-        })
-        .collect()
+            .collect())
     }
 
     /// One claim for a reprocess, in one read: its standing, and the claim with the
