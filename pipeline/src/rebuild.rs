@@ -268,14 +268,7 @@ async fn claims(
         .map(|c| serde_json::to_string(&c.claim))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let rows: Vec<NewClaim> = commands
-        .iter()
-        .zip(&submissions)
-        .map(|(command, submission)| NewClaim {
-            command,
-            submission,
-        })
-        .collect();
+    let rows = NewClaim::all(&commands, &submissions);
     let tenants: HashSet<&str> = commands.iter().map(|c| c.tenant_id.as_str()).collect();
     let mut tx = into.begin_write().await?;
     into.ensure_tenants_in(&mut tx, &tenants.into_iter().collect::<Vec<_>>())

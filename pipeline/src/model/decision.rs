@@ -185,3 +185,41 @@ struct Completed<'a> {
     outcome: Outcome,
     status: ClaimStatus,
 }
+
+#[cfg(test)]
+impl Decision {
+    /// A tenant `acme` decision on `claim_id` of `member_id`, `version`, adjudicated at
+    /// 100 and otherwise empty: for tests to change what they look at.
+    pub fn sample(claim_id: &str, member_id: &str, version: i64) -> Self {
+        Self {
+            tenant_id: TenantId::parse("acme").unwrap_or_else(|e| panic!("{e}")),
+            claim_id: claim_id.into(),
+            member_id: member_id.into(),
+            version,
+            status: ClaimStatus::Completed,
+            outcome: Outcome::Adjudicated,
+            approved_amount: 100,
+            fraud: None,
+            reasons: Vec::new(),
+            rulebook_id: "rb".into(),
+            rulebook_version: 1,
+            audit_id: format!("aud_{claim_id}"),
+            task_id: None,
+            priority: 0,
+            decided_at_ms: 0,
+            trace: Vec::new(),
+            events: Vec::new(),
+            lines: Vec::new(),
+            eligibility: None,
+            reviews: None,
+            officer: None,
+            pricing: None,
+            officer_amount: None,
+            replaces_claim_id: None,
+            facts: None,
+            counted: None,
+            written: false,
+            lines_json: None,
+        }
+    }
+}

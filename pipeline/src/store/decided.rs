@@ -274,14 +274,7 @@ mod tests {
             .iter()
             .map(|c| serde_json::to_string(&c.claim).unwrap())
             .collect();
-        let rows: Vec<NewClaim> = commands
-            .iter()
-            .zip(&submissions)
-            .map(|(command, submission)| NewClaim {
-                command,
-                submission,
-            })
-            .collect();
+        let rows = NewClaim::all(&commands, &submissions);
         let mut tx = store.begin_write().await.unwrap();
         store.ensure_tenants_in(&mut tx, &["acme"]).await.unwrap();
         store.insert_claims_in(&mut tx, &rows, 0).await.unwrap();

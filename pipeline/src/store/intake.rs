@@ -19,7 +19,19 @@ pub struct NewClaim<'a> {
     pub submission: &'a str,
 }
 
-impl NewClaim<'_> {
+impl<'a> NewClaim<'a> {
+    /// Each command with its submission as the row keeps it, in order.
+    pub fn all(commands: &'a [ClaimSubmitted], submissions: &'a [String]) -> Vec<Self> {
+        commands
+            .iter()
+            .zip(submissions)
+            .map(|(command, submission)| NewClaim {
+                command,
+                submission,
+            })
+            .collect()
+    }
+
     fn key(&self) -> (&str, &str) {
         (
             self.command.tenant_id.as_str(),

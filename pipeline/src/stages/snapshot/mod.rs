@@ -162,8 +162,6 @@ pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
 
 #[cfg(test)]
 mod tests {
-    use schemas::claim::{ClaimStatus, Outcome};
-
     use super::*;
     use crate::model::{DomainEvent, EventKind};
 
@@ -181,34 +179,8 @@ mod tests {
             })
             .collect();
         Decision {
-            tenant_id: schemas::TenantId::parse("acme").unwrap(),
-            claim_id: claim_id.into(),
-            member_id: "M-1".into(),
-            version: 1,
-            status: ClaimStatus::Completed,
-            outcome: Outcome::Adjudicated,
-            approved_amount: 100,
-            fraud: None,
-            reasons: Vec::new(),
-            rulebook_id: "rb".into(),
-            rulebook_version: 1,
-            audit_id: format!("aud_{claim_id}"),
-            task_id: None,
-            priority: 0,
-            decided_at_ms: 0,
-            trace: Vec::new(),
             events,
-            lines: Vec::new(),
-            eligibility: None,
-            reviews: None,
-            officer: None,
-            pricing: None,
-            officer_amount: None,
-            replaces_claim_id: None,
-            facts: None,
-            counted: None,
-            written: false,
-            lines_json: None,
+            ..Decision::sample(claim_id, "M-1", 1)
         }
     }
 

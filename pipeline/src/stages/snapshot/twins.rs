@@ -84,40 +84,13 @@ pub fn needing_twins<'a>(
 
 #[cfg(test)]
 mod tests {
-    use schemas::claim::{ClaimStatus, Outcome};
-
     use super::*;
 
     fn decision(member: &str, claim: &str, version: i64, written: bool) -> Decision {
         Decision {
-            tenant_id: schemas::TenantId::parse("acme").unwrap(),
-            claim_id: claim.into(),
-            member_id: member.into(),
-            version,
-            status: ClaimStatus::Completed,
-            outcome: Outcome::Approved,
-            approved_amount: 100,
-            fraud: None,
-            reasons: Vec::new(),
-            rulebook_id: String::new(),
-            rulebook_version: 0,
             audit_id: format!("aud_{claim}_{version}_{written}"),
-            task_id: None,
-            priority: 0,
-            decided_at_ms: 0,
-            trace: Vec::new(),
-            events: Vec::new(),
-            lines: Vec::new(),
-            eligibility: None,
-            reviews: None,
-            officer: None,
-            pricing: None,
-            officer_amount: None,
-            replaces_claim_id: None,
-            facts: None,
-            counted: None,
             written,
-            lines_json: None,
+            ..Decision::sample(claim, member, version)
         }
     }
 
