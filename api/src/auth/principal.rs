@@ -32,6 +32,9 @@ pub enum Authentication {
     Expired,
     /// Not a token of ours, or of a session that ended: 401 `UNAUTHORIZED`.
     Invalid,
+    /// The sessions' store is away (a restart, a lost connection): 503
+    /// `SERVICE_UNAVAILABLE`, which a client retries.
+    Unavailable,
     /// The sessions could not be read: 500, logged where it happened.
     Failed,
 }
@@ -43,6 +46,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
         match parts.extensions.get::<Authentication>() {
             Some(Authentication::Authenticated(p)) => Ok(p.clone()),
             Some(Authentication::Expired) => Err(ApiError::TokenExpired),
+            Some(Authentication::Unavailable) => Err(ApiError::Unavailable),
             Some(Authentication::Failed) => Err(ApiError::internal(std::io::Error::other(
                 "the session store could not be read",
             ))),

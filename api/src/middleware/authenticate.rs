@@ -43,6 +43,8 @@ pub async fn authentication(state: &AppState, raw: &str) -> Authentication {
         Ok(p) => Authentication::Authenticated(p),
         Err(ApiError::TokenExpired) => Authentication::Expired,
         Err(ApiError::Unauthorized) => Authentication::Invalid,
+        // Logged where the store's error became this one.
+        Err(ApiError::Unavailable) => Authentication::Unavailable,
         Err(e) => {
             tracing::error!(error = %e, "Authenticating a request failed.");
             Authentication::Failed
