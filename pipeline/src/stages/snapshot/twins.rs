@@ -52,7 +52,7 @@ impl Twins {
                     }
                 }
                 ready.push(d);
-            } else if d.version > 1 {
+            } else if made_beside_the_chain(&d) {
                 self.waiting.entry(member).or_default().push(d);
             } else {
                 ready.extend(self.waiting.remove(&member).unwrap_or_default());
@@ -69,6 +69,13 @@ impl Twins {
     }
 }
 
+/// Whether `d` was made outside the chain and applied by the snapshot stage as read (an
+/// officer's or a reprocessed claim's: a later version, not written): what gets a twin,
+/// and what a rebuild holds back for one.
+fn made_beside_the_chain(d: &Decision) -> bool {
+    !d.written && d.version > 1
+}
+
 /// The decisions among `decisions` (in the order applied, `held` by the store) that a
 /// fused process's snapshot stage writes back as written twins.
 pub fn needing_twins<'a>(
@@ -78,7 +85,7 @@ pub fn needing_twins<'a>(
     decisions
         .iter()
         .zip(held)
-        .filter(|(d, held)| **held && !d.written && d.version > 1)
+        .filter(|(d, held)| **held && made_beside_the_chain(d))
         .map(|(d, _)| d)
 }
 
