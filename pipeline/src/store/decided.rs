@@ -75,79 +75,29 @@ impl Row {
     }
 }
 
-impl Store {
-    /// Up to `limit` of the tenant's decided claims in `window`, oldest first, for a
-    /// backtest: with their fraud score alone, whose reasons a backtest does not read
-    /// (parsing them would be a third of the page's work). Claims decided before their
-    /// decisions kept their facts are not among them.
-    ///
-    /// The database hands the page over as one text, a JSON document a line, its rows'
-    /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
-    /// copied out of SQLite, each row crossed from SQLite's thread to the caller's on
-    /// its own, and the hand-offs, not the reading, were most of a backtest's time.
-    pub async fn decided_claims(
-        &self,
-        tenant_id: &TenantId,
-        window: &DecidedWindow,
-        limit: i64,
-    ) -> Result<Vec<DecidedClaim>, StoreError> {
-        let (after_at, after_id) = window
-            .after
-            .as_ref()
-            .map_or((i64::MIN, ""), |(at, id)| (*at, id.as_str()));
-        let (quote, real, aggregate) = match self.backend() {
-            Backend::Sqlite => ("json_quote({})", "printf('%!.17g', {})", "group_concat"),
-            Backend::Postgres => ("to_json({})::text", "{}::text", "string_agg"),
-        };
-        let quote = |column: &str| quote.replace("{}", column);
-        // Which claims: the window after the last page, up to `limit`, by the index.
-        const WINDOW: &str = "FROM claims WHERE tenant_id = $1 AND facts IS NOT NULL \
-             AND received_at >= $2 AND received_at < $3 \
-             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5))";
-        let (since, until) = (
-            window.since_ms.unwrap_or(i64::MIN),
-            window.until_ms.unwrap_or(i64::MAX),
-        );
-        let last: Option<(i64, String)> = sqlx::query_as(&format!(
-            "SELECT received_at, claim_id {WINDOW} ORDER BY received_at, claim_id LIMIT 1 OFFSET $6"
-        ))
-        .bind(tenant_id.as_str())
-        .bind(since)
-        .bind(until)
-        .bind(after_at)
-        .bind(after_id)
-        .bind((limit - 1).max(0))
-        .fetch_optional(self.reader())
-        .await?;
-        let (last_at, last_id) = last.unwrap_or((i64::MAX, String::new()));
-        // Those claims in one text: `concat` writes each claim's line in one pass (a
-        // chain of `||` copies the line so far at every step), and the lines are joined
-        // with newlines, which a stream of JSON values reads as the space between them.
-        // The claims are taken by their keys rather than from a subquery with a limit,
-        // which SQLite copied, whole rows, into a table of its own first.
-        let sql = format!(
-            "SELECT {aggregate}(concat('{{\"rulebook_id\":', {rulebook_id}, \
-             ',\"rulebook_version\":', rulebook_version, ',\"received_at\":', received_at, \
-             ',\"fraud_score\":', coalesce({fraud_score}, 'null'), \
-             ',\"submission\":', submission, ',\"facts\":', facts, '}}'), '\n') \
-             {WINDOW} AND (received_at < $6 OR (received_at = $6 AND claim_id <= $7))",
-            rulebook_id = quote("rulebook_id"),
-            fraud_score = real.replace("{}", "fraud_score"),
-        );
-        let page: Option<String> = sqlx::query_scalar(&sql)
-            .bind(tenant_id.as_str())
-            .bind(since)
-            .bind(until)
-            .bind(after_at)
-            .bind(after_id)
-            .bind(last_at)
-            .bind(&last_id)
-            .fetch_one(self.reader())
-            .await?;
-        let Some(page) = page else {
+/// A page of [`Store::decided_claims`] as the database handed it over, not yet parsed:
+/// a backtest reads the next page while this one is parsed, and parses it while the
+/// one before is decided.
+#[derive(Debug)]
+pub struct DecidedPage {
+    text: Option<String>,
+    next: Option<(i64, String)>,
+}
+
+impl DecidedPage {
+    /// Where the next page starts (`DecidedWindow::after`); none after the last page.
+    pub fn next(&self) -> Option<&(i64, String)> {
+        self.next.as_ref()
+    }
+
+    /// The page's claims, oldest first. Claims decided between the page's two reads
+    /// may have joined it: a page may hold a few more claims than were asked for, and
+    /// none is left out of the one after.
+    pub fn claims(self, tenant_id: &TenantId) -> Result<Vec<DecidedClaim>, StoreError> {
+        let Some(text) = self.text else {
             return Ok(Vec::new());
         };
-        let mut rows = serde_json::Deserializer::from_str(&page)
+        let mut rows = serde_json::Deserializer::from_str(&text)
             .into_iter::<PageRow>()
             .collect::<Result<Vec<_>, _>>();
         // The aggregate keeps no order of its own (ordering it costs SQLite a sort of
@@ -158,11 +108,7 @@ impl Store {
                     .cmp(&(b.received_at, b.submission.claim_id.as_str()))
             });
         }
-        let mut rows = parsed(rows, || {
-            format!("a page of decided claims after {after_id}")
-        })?;
-        // Claims decided between the two reads may have joined the page.
-        rows.truncate(usize::try_from(limit).unwrap_or(0));
+        let rows = parsed(rows, || "a page of decided claims".to_owned())?;
         Ok(rows
             .into_iter()
             .map(|r| DecidedClaim {
@@ -181,6 +127,79 @@ impl Store {
                 facts: r.facts,
             })
             .collect())
+    }
+}
+
+impl Store {
+    /// The next `limit` of the tenant's decided claims in `window`, oldest first, for
+    /// a backtest: with their fraud score alone, whose reasons a backtest does not
+    /// read (parsing them would be a third of the page's work). Claims decided before
+    /// their decisions kept their facts are not among them.
+    ///
+    /// The database hands the page over as one text, a JSON document a line, its rows'
+    /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
+    /// copied out of SQLite, each row crossed from SQLite's thread to the caller's on
+    /// its own, and the hand-offs, not the reading, were most of a backtest's time.
+    pub async fn decided_claims(
+        &self,
+        tenant_id: &TenantId,
+        window: &DecidedWindow,
+        limit: i64,
+    ) -> Result<DecidedPage, StoreError> {
+        let (after_at, after_id) = window
+            .after
+            .as_ref()
+            .map_or((i64::MIN, ""), |(at, id)| (*at, id.as_str()));
+        let (quote, real, aggregate) = match self.backend() {
+            Backend::Sqlite => ("json_quote({})", "printf('%!.17g', {})", "group_concat"),
+            Backend::Postgres => ("to_json({})::text", "{}::text", "string_agg"),
+        };
+        let quote = |column: &str| quote.replace("{}", column);
+        // Which claims: the window after the last page, up to `limit`, by the index.
+        const WINDOW: &str = "FROM claims WHERE tenant_id = $1 AND facts IS NOT NULL \
+             AND received_at >= $2 AND received_at < $3 \
+             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5))";
+        let (since, until) = (
+            window.since_ms.unwrap_or(i64::MIN),
+            window.until_ms.unwrap_or(i64::MAX),
+        );
+        let next: Option<(i64, String)> = sqlx::query_as(&format!(
+            "SELECT received_at, claim_id {WINDOW} ORDER BY received_at, claim_id LIMIT 1 OFFSET $6"
+        ))
+        .bind(tenant_id.as_str())
+        .bind(since)
+        .bind(until)
+        .bind(after_at)
+        .bind(after_id)
+        .bind((limit - 1).max(0))
+        .fetch_optional(self.reader())
+        .await?;
+        let (last_at, last_id) = next.clone().unwrap_or((i64::MAX, String::new()));
+        // Those claims in one text: `concat` writes each claim's line in one pass (a
+        // chain of `||` copies the line so far at every step), and the lines are joined
+        // with newlines, which a stream of JSON values reads as the space between them.
+        // The claims are taken by their keys rather than from a subquery with a limit,
+        // which SQLite copied, whole rows, into a table of its own first.
+        let sql = format!(
+            "SELECT {aggregate}(concat('{{\"rulebook_id\":', {rulebook_id}, \
+             ',\"rulebook_version\":', rulebook_version, ',\"received_at\":', received_at, \
+             ',\"fraud_score\":', coalesce({fraud_score}, 'null'), \
+             ',\"submission\":', submission, ',\"facts\":', facts, '}}'), '\n') \
+             {WINDOW} AND (received_at < $6 OR (received_at = $6 AND claim_id <= $7))",
+            rulebook_id = quote("rulebook_id"),
+            fraud_score = real.replace("{}", "fraud_score"),
+        );
+        let text: Option<String> = sqlx::query_scalar(&sql)
+            .bind(tenant_id.as_str())
+            .bind(since)
+            .bind(until)
+            .bind(after_at)
+            .bind(after_id)
+            .bind(last_at)
+            .bind(&last_id)
+            .fetch_one(self.reader())
+            .await?;
+        Ok(DecidedPage { text, next })
     }
 
     /// One claim for a reprocess, in one read: its standing, and the claim with the
@@ -290,14 +309,14 @@ mod tests {
         let mut seen = Vec::new();
         loop {
             let page = store.decided_claims(&tenant, &window, 3).await.unwrap();
-            let Some(last) = page.last() else { break };
-            let s = &last.submitted;
-            window.after = Some((s.received_at_ms, s.claim.claim_id.as_str().to_owned()));
-            for c in &page {
+            let next = page.next().cloned();
+            for c in page.claims(&tenant).unwrap() {
                 assert_eq!(c.fraud.as_ref().unwrap().fraud_score, score);
                 assert_eq!(c.facts.fraud_flag_threshold, 0.7);
                 seen.push(c.submitted.claim.claim_id.as_str().to_owned());
             }
+            let Some(next) = next else { break };
+            window.after = Some(next);
         }
         store.close().await;
         for suffix in ["", "-wal", "-shm"] {

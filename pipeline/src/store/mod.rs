@@ -47,7 +47,7 @@ pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry}
 pub use checkpoint::checkpoints;
 pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
-pub use decided::DecidedWindow;
+pub use decided::{DecidedPage, DecidedWindow};
 pub use decisions::{DecisionCheck, PreparedDecisions};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
