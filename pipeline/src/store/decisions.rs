@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
-use crate::model::{Decision, FraudScore};
+use crate::model::Decision;
 use crate::rules::TraceEntry;
 
 impl Decision {
@@ -19,15 +19,23 @@ impl Decision {
         let lines = (!self.lines.is_empty())
             .then(|| json(&self.lines))
             .flatten();
+        let fraud = self.fraud.as_ref().and_then(json);
         self.audit_entry_with(
             &json(&self.reasons).unwrap_or_else(|| "[]".into()),
             lines.as_deref(),
+            fraud.as_deref(),
         )
     }
 
-    /// [`Self::audit_entry`] with the reasons and the lines as JSON already: the store
-    /// writes them with the claim too, and writing them once per claim is cheaper.
-    fn audit_entry_with(&self, reasons: &str, lines: Option<&str>) -> AuditEntry {
+    /// [`Self::audit_entry`] with the reasons, the lines and the fraud analysis as JSON
+    /// already: the store writes them with the claim too, and writing them once per
+    /// claim is cheaper.
+    fn audit_entry_with(
+        &self,
+        reasons: &str,
+        lines: Option<&str>,
+        fraud: Option<&str>,
+    ) -> AuditEntry {
         let (actor, action) = match (&self.officer, self.outcome) {
             (None, _) => ("pipeline", "claim.decided"),
             (Some(o), Outcome::Declined) => (o.as_str(), "claim.declined"),
@@ -36,7 +44,7 @@ impl Decision {
         let details = DecisionDetails {
             approved_amount: self.approved_amount,
             eligibility: self.eligibility,
-            fraud: self.fraud.as_ref(),
+            fraud: fraud.map(|f| raw(f, "null")),
             fraud_score: self.fraud.as_ref().map(|f| f.fraud_score),
             lines: lines.map(|l| raw(l, "[]")),
             outcome: self.outcome,
@@ -79,7 +87,7 @@ struct DecisionDetails<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     eligibility: Option<EligibilityStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    fraud: Option<&'a FraudScore>,
+    fraud: Option<&'a RawValue>,
     fraud_score: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lines: Option<&'a RawValue>,
@@ -150,7 +158,10 @@ impl<'a> PreparedDecisions<'a> {
             .collect();
         let entries = rows
             .iter()
-            .map(|r| r.d.audit_entry_with(&r.reasons, r.lines.as_deref()).into())
+            .map(|r| {
+                r.d.audit_entry_with(&r.reasons, r.lines.as_deref(), r.fraud.as_deref())
+                    .into()
+            })
             .collect();
         Self { rows, entries }
     }
