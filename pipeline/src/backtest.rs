@@ -68,8 +68,8 @@ pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, St
     Ok(decided.map_err(worker)??.report(&backtest.rulebook_id))
 }
 
-/// Reads the window's pages until `limit` claims are read or the pages end, or the
-/// steps after stop taking them; a failure is passed on as the last page.
+/// Reads the window's pages until they end or the steps after stop taking them (the
+/// parse stops at the backtest's limit); a failure is passed on as the last page.
 async fn read_pages(
     store: &Store,
     bt: &Backtest,
@@ -80,12 +80,9 @@ async fn read_pages(
         until_ms: bt.until_ms,
         after: None,
     };
-    let mut left = bt.limit;
-    while left > 0 {
-        let page = store
-            .decided_claims(&bt.tenant_id, &window, PAGE.min(left))
-            .await;
-        left -= PAGE;
+    let size = PAGE.min(bt.limit.max(1));
+    loop {
+        let page = store.decided_claims(&bt.tenant_id, &window, size).await;
         let next = match &page {
             Ok(p) => p.next().cloned(),
             Err(_) => None,
@@ -110,7 +107,7 @@ fn decide_pages(
     let mut left = usize::try_from(bt.limit).unwrap_or(0);
     for page in pages {
         let mut page = page?;
-        // Claims decided while the backtest read may have joined a page.
+        // The backtest's limit: pages span `PAGE` claims, decided or not.
         page.truncate(left);
         left -= page.len();
         tally.merge(decide_page(bt, page, now));
