@@ -86,17 +86,22 @@ async fn run(b: Backend) {
         .collect();
     assert!(payable.len() > CLAIMS / 2, "{} payable", payable.len());
 
-    // Runs started, and the process killed at a random moment of each.
+    // Runs started, and the process killed at a random moment of each. A run that
+    // answered before its kill paid everything left, and the runs after it pay nothing
+    // and answer at once: each answer halves the longest pause, so that a kill lands.
     let mut unanswered = 0;
+    let mut longest = 40;
     for _ in 0..KILLS {
         let (c, e, t) = (client.clone(), env.clone(), token.clone());
         let attempt = tokio::spawn(async move { run_payments(&c, &e, &t).await });
-        let pause = rand::thread_rng().gen_range(0..40);
+        let pause = rand::thread_rng().gen_range(0..longest);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         if attempt.await.unwrap().is_none() {
             unanswered += 1;
+        } else {
+            longest = (longest / 2).max(1);
         }
         child = env.start();
         service::wait_ready(&client, &env.base).await;
