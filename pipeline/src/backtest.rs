@@ -48,19 +48,10 @@ pub struct Backtest {
 /// core idle half the time.
 pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, StoreError> {
     let backtest = Arc::new(backtest);
-    let (read_tx, mut read_rx) = tokio::sync::mpsc::channel::<Result<DecidedPage, StoreError>>(1);
+    let (read_tx, read_rx) = tokio::sync::mpsc::channel::<Result<DecidedPage, StoreError>>(1);
     let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(1);
     let tenant_id = backtest.tenant_id.clone();
-    let parsing = tokio::task::spawn_blocking(move || {
-        while let Some(page) = read_rx.blocking_recv() {
-            if parsed_tx
-                .send(page.and_then(|p| p.claims(&tenant_id)))
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
+    let parsing = tokio::task::spawn_blocking(move || parse_pages(&tenant_id, read_rx, parsed_tx));
     let bt = backtest.clone();
     let now = now_ms();
     let deciding = tokio::task::spawn_blocking(move || decide_pages(&bt, parsed_rx, now));
@@ -71,7 +62,8 @@ pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, St
 }
 
 /// Reads the window's pages until they end or the steps after stop taking them (the
-/// parse stops at the backtest's limit); a failure is passed on as the last page.
+/// deciding step stops at the backtest's limit); a failure is passed on as the last
+/// page.
 async fn read_pages(
     store: &Store,
     bt: &Backtest,
@@ -95,6 +87,19 @@ async fn read_pages(
         match next {
             Some(next) => window.after = Some(next),
             None => return,
+        }
+    }
+}
+
+/// Parses the pages read, in order, until they end or the deciding step stops.
+fn parse_pages(
+    tenant_id: &TenantId,
+    mut read: tokio::sync::mpsc::Receiver<Result<DecidedPage, StoreError>>,
+    parsed: std::sync::mpsc::SyncSender<Result<Vec<DecidedClaim>, StoreError>>,
+) {
+    while let Some(page) = read.blocking_recv() {
+        if parsed.send(page.and_then(|p| p.claims(tenant_id))).is_err() {
+            return;
         }
     }
 }

@@ -54,11 +54,7 @@ impl Row {
             (Some(f), _) => Some(parsed(serde_json::from_str::<FraudScore>(f), || {
                 format!("claim {id}: fraud")
             })?),
-            (None, Some(fraud_score)) => Some(FraudScore {
-                fraud_score,
-                model_version: String::new(),
-                reasons: Vec::new(),
-            }),
+            (None, Some(fraud_score)) => Some(score_alone(fraud_score)),
             (None, None) => None,
         };
         Ok(DecidedClaim {
@@ -72,6 +68,15 @@ impl Row {
             fraud,
             facts,
         })
+    }
+}
+
+/// A fraud score without its analysis, which a decision decided again does not read.
+fn score_alone(fraud_score: f64) -> FraudScore {
+    FraudScore {
+        fraud_score,
+        model_version: String::new(),
+        reasons: Vec::new(),
     }
 }
 
@@ -119,11 +124,7 @@ impl DecidedPage {
                     rulebook_version: r.rulebook_version,
                     received_at_ms: r.received_at,
                 },
-                fraud: r.fraud_score.map(|fraud_score| FraudScore {
-                    fraud_score,
-                    model_version: String::new(),
-                    reasons: Vec::new(),
-                }),
+                fraud: r.fraud_score.map(score_alone),
                 facts: r.facts,
             })
             .collect())
@@ -132,9 +133,9 @@ impl DecidedPage {
 
 impl Store {
     /// The tenant's decided claims among the next `limit` claims in `window`, oldest
-    /// first, for a backtest: with their fraud score alone, whose reasons a backtest does not
-    /// read (parsing them would be a third of the page's work). Claims decided before
-    /// their decisions kept their facts are not among them.
+    /// first, for a backtest: with their fraud score alone, whose reasons a backtest
+    /// does not read (parsing them would be a third of the page's work). Claims decided
+    /// before their decisions kept their facts are not among them.
     ///
     /// The database hands the page over as one text, a JSON document a line, its rows'
     /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
@@ -176,7 +177,9 @@ impl Store {
         .bind((limit - 1).max(0))
         .fetch_optional(self.reader())
         .await?;
-        let (last_at, last_id) = next.clone().unwrap_or((i64::MAX, String::new()));
+        let (last_at, last_id) = next
+            .as_ref()
+            .map_or((i64::MAX, ""), |(at, id)| (*at, id.as_str()));
         // Those claims in one text: `concat` writes each claim's line in one pass (a
         // chain of `||` copies the line so far at every step), and the lines are joined
         // with newlines, which a stream of JSON values reads as the space between them.
@@ -199,7 +202,7 @@ impl Store {
             .bind(after_at)
             .bind(after_id)
             .bind(last_at)
-            .bind(&last_id)
+            .bind(last_id)
             .fetch_one(self.reader())
             .await?;
         Ok(DecidedPage { text, next })
