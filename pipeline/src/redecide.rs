@@ -5,7 +5,7 @@
 //! count the claim twice in its member's and provider's figures.
 
 use crate::model::{ClaimInProcess, DecidedClaim, Decision};
-use crate::rules::CompiledRulebook;
+use crate::rules::{CompiledRulebook, Tracing};
 use crate::stages::decide::{self, Pass};
 use crate::stages::rules;
 
@@ -41,7 +41,18 @@ pub fn redecide(
     input.rejection = facts.rejection.take();
     input.fraud = fraud;
     let member = facts.member.clone();
-    let mut evaluated = rules::evaluate(input, candidate.compiled, facts.member_history, member);
+    // A backtest shows the rules a claim matched, never the whole trace.
+    let tracing = match pass {
+        Pass::Trial => Tracing::Matched,
+        Pass::First | Pass::Again { .. } => Tracing::Full,
+    };
+    let mut evaluated = rules::evaluate(
+        input,
+        candidate.compiled,
+        facts.member_history,
+        member,
+        tracing,
+    );
     // The trace (every rule's result) moves into the decision instead of being copied
     // there; the decide stage reads only the hits.
     let trace = evaluated

@@ -6,6 +6,7 @@
 //! an officer's approval is adjudicated against the year as it stands then.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use schemas::adjudication::LineView;
 use schemas::plan::Benefits;
@@ -18,8 +19,8 @@ use super::usage::Usage;
 pub struct Pricing {
     pub member_id: String,
     pub plan_id: String,
-    /// The plan's benefits when the claim was decided.
-    pub benefits: Benefits,
+    /// The plan's benefits when the claim was decided (shared with the decision's facts).
+    pub benefits: Arc<Benefits>,
     /// The calendar year of the service date: the accumulators the claim counts in.
     pub year: i32,
     /// The contract's maximum per unit of each of the claim's procedure codes.

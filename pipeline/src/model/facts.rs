@@ -6,6 +6,8 @@
 //! these facts, and a reprocess with the active rulebook (contract part 2, "Decisions
 //! you can explain, test and redo").
 
+use std::sync::Arc;
+
 use schemas::claim::{Outcome, Reason};
 use schemas::plan::Benefits;
 use schemas::receipt::EligibilityStatus;
@@ -55,7 +57,8 @@ pub struct DecisionFacts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanFacts {
     pub plan_id: String,
-    pub benefits: Benefits,
+    /// Shared with the pricing of the claim's decision, which keeps the same benefits.
+    pub benefits: Arc<Benefits>,
 }
 
 /// A decided claim as kept: the intake command (with the rulebook that decided it),

@@ -19,7 +19,7 @@ pub mod types;
 
 pub use cache::RulebookCache;
 pub use compile::{compile, CompileError, CompiledRulebook};
-pub use evaluate::{Evaluation, LineDenial, RuleHit, TraceEntry};
+pub use evaluate::{Evaluation, LineDenial, RuleHit, TraceEntry, Tracing};
 pub use input::{
     ClaimFacts, ContractFacts, EvalInput, LineFacts, MemberFacts, MemberHistory, ProviderFacts,
 };

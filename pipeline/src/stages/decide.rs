@@ -92,7 +92,7 @@ pub fn facts_of(
         eligibility: (!void && claim.rejection.is_none()).then(|| checked.status()),
         plan: member.and_then(|m| m.plan.as_deref()).map(|p| PlanFacts {
             plan_id: p.plan_id.clone(),
-            benefits: p.benefits.clone(),
+            benefits: std::sync::Arc::new(p.benefits.clone()),
         }),
         year_before: None,
         fraud_flag_threshold: settings.fraud_flag_threshold,

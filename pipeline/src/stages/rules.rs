@@ -11,6 +11,7 @@ use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::ClaimInProcess;
 use crate::rules::{
     ClaimFacts, CompiledRulebook, EvalInput, LineFacts, MemberFacts, MemberHistory, RulebookCache,
+    Tracing,
 };
 use crate::store::Store;
 use crate::topics::Topics;
@@ -24,21 +25,27 @@ pub fn process(
     member: Option<&MemberPlan>,
 ) -> ClaimInProcess {
     let member = member.map(|m| member_facts(m, claim.submitted.claim.service_date));
-    evaluate(claim, rulebook, history, member)
+    evaluate(claim, rulebook, history, member, Tracing::Full)
 }
 
 /// [`process`] with the member as a rule sees it: also a claim decided again on the
-/// facts kept with it (see [`crate::model::DecisionFacts`]).
+/// facts kept with it (see [`crate::model::DecisionFacts`]), with the trace `tracing`
+/// keeps.
 pub fn evaluate(
     mut claim: ClaimInProcess,
     rulebook: &CompiledRulebook,
     history: MemberHistory,
     member: Option<MemberFacts>,
+    tracing: Tracing,
 ) -> ClaimInProcess {
     if claim.rejection.is_some() {
         return claim;
     }
-    let s = &claim.submitted.claim;
+    // What the claim carries is lent to the rules' input and taken back after: copying
+    // the provider, the contract's fee schedule and the claim's lists was a tenth of
+    // deciding a claim again.
+    let (had_provider, had_contract) = (claim.provider.is_some(), claim.contract.is_some());
+    let s = &mut claim.submitted.claim;
     let input = EvalInput {
         claim: ClaimFacts {
             claim_id: s.claim_id.as_str().to_owned(),
@@ -58,16 +65,28 @@ pub fn evaluate(
                     modifiers: l.modifiers.clone(),
                 })
                 .collect(),
-            diagnosis_codes: s.diagnosis_codes.clone(),
-            metadata: s.metadata.clone(),
+            diagnosis_codes: std::mem::take(&mut s.diagnosis_codes),
+            metadata: std::mem::take(&mut s.metadata),
         },
-        provider: claim.provider.clone().unwrap_or_default(),
-        contract: claim.contract.clone().unwrap_or_default(),
+        provider: claim.provider.take().unwrap_or_default(),
+        contract: claim.contract.take().unwrap_or_default(),
         member_history: history,
         member,
         line: None,
     };
-    claim.rules = Some(rulebook.evaluate(&input));
+    let evaluation = rulebook.evaluate_traced(&input, tracing);
+    let EvalInput {
+        claim: facts,
+        provider,
+        contract,
+        ..
+    } = input;
+    let s = &mut claim.submitted.claim;
+    s.diagnosis_codes = facts.diagnosis_codes;
+    s.metadata = facts.metadata;
+    claim.provider = had_provider.then_some(provider);
+    claim.contract = had_contract.then_some(contract);
+    claim.rules = Some(evaluation);
     claim.member_history = Some(history);
     claim
 }
