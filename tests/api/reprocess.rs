@@ -116,6 +116,9 @@ async fn a_thousand_pended_claims_are_each_decided_exactly_once_more(b: Backend)
             .await
             .body;
         assert_eq!(receipt["rulebook_id"], fixed.as_str(), "{receipt}");
+        // The new decision traces every rule, matched or not, as a first decision does.
+        assert_eq!(receipt["rules"][0]["rule_id"], "review", "{receipt}");
+        assert_eq!(receipt["rules"][0]["matched"], false, "{receipt}");
         assert_eq!(receipt["audit_id"], after["audit_id"]);
         if after["fraud_score"].as_f64().unwrap() < threshold {
             assert_eq!(

@@ -32,7 +32,7 @@ use crate::model::{
     derived_id, ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind,
     PlanFacts,
 };
-use crate::rules::ContractFacts;
+use crate::rules::{ContractFacts, Evaluation};
 use crate::topics::Topics;
 
 /// Review priority: higher first; fraud risk weighs most, then the amount at stake.
@@ -171,7 +171,9 @@ pub fn decide(
         });
         (Outcome::Declined, None)
     } else {
-        let ev = claim.rules.clone().unwrap_or_default();
+        // Read where it lies: a copy took the whole trace with it.
+        let none = Evaluation::default();
+        let ev = claim.rules.as_ref().unwrap_or(&none);
         let fraud_flag = fraud_score >= facts.fraud_flag_threshold;
         // Every matching rule contributes its reason code (contract: Claims).
         for h in ev
