@@ -192,6 +192,9 @@ async fn run() {
     println!("service peak RSS: {:.0} MiB", peak_rss_mib(child.id()));
     child.kill().unwrap();
     child.wait().unwrap();
+    if bus == "Kafka" {
+        print_bus_records_per_claim(bin, &envs, (n + singles) as f64);
+    }
 
     // The ceiling of single intake: an axum hello-world process that parses the same
     // bodies and answers 202, under the same client and concurrency.
@@ -402,4 +405,30 @@ impl Receiver {
         let g = self.hits.lock().unwrap();
         (g.1.unwrap(), g.2.unwrap())
     }
+}
+
+/// On Kafka: the records the broker carried per claim decided, from `claims topics`
+/// (records written on every topic, and read by every consumer group), for
+/// `scripts/bench` to set beside the broker's own rate (`scripts/bench-broker`).
+fn print_bus_records_per_claim(bin: &str, envs: &[(String, String)], claims: f64) {
+    let out = std::process::Command::new(bin)
+        .arg("topics")
+        .envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "claims topics: {out:?}");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (mut produced, mut consumed) = (0_i64, 0_i64);
+    for t in listed["topics"].as_array().unwrap() {
+        let written = t["end_offset_total"].as_i64().unwrap();
+        produced += written;
+        for g in t["groups"].as_array().unwrap() {
+            consumed += written - g["lag"].as_i64().unwrap();
+        }
+    }
+    println!(
+        "bus records per claim: {:.2} produced, {:.2} consumed ({produced} and {consumed} for {claims} claims, from claims topics)",
+        produced as f64 / claims,
+        consumed as f64 / claims
+    );
 }
