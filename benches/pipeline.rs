@@ -411,13 +411,8 @@ impl Receiver {
 /// (records written on every topic, and read by every consumer group), for
 /// `scripts/bench` to set beside the broker's own rate (`scripts/bench-broker`).
 fn print_bus_records_per_claim(bin: &str, envs: &[(String, String)], claims: f64) {
-    let out = std::process::Command::new(bin)
-        .arg("topics")
-        .envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "claims topics: {out:?}");
-    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_slice(&support::cli(bin, envs, &["topics"])).unwrap();
     let (mut produced, mut consumed) = (0_i64, 0_i64);
     for t in listed["topics"].as_array().unwrap() {
         let written = t["end_offset_total"].as_i64().unwrap();

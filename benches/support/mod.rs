@@ -77,20 +77,28 @@ pub fn serve(bin: &str, envs: &[(String, String)], stages: &str) -> std::process
         .unwrap()
 }
 
+/// Runs `claims ARGS` with `envs` to its end and answers what it printed; it must
+/// succeed.
+pub fn cli(bin: &str, envs: &[(String, String)], args: &[&str]) -> Vec<u8> {
+    let out = Command::new(bin)
+        .args(args)
+        .envs(envs.iter().cloned())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "claims {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Creates the tenant `bench` and its user `bench@bench.example` with these scopes,
 /// through `claims admin` on the service's store.
 pub fn create_bench_user(bin: &str, envs: &[(String, String)], scopes: &str) {
     let admin = |args: &[&str]| {
-        let out = Command::new(bin)
-            .args(args)
-            .envs(envs.iter().cloned())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        cli(bin, envs, args);
     };
     admin(&[
         "admin",

@@ -123,12 +123,10 @@ impl fmt::Display for Date {
     /// digits are laid out here, as the formatting machinery took a tenth of building a
     /// claim's rule input.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Ok(year) = u16::try_from(self.year) else {
-            return write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day);
+        let year = match u16::try_from(self.year) {
+            Ok(year) if year <= 9999 => year,
+            _ => return write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day),
         };
-        if year > 9999 {
-            return write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day);
-        }
         let digit = |n: u16| b'0' + (n % 10) as u8;
         let (month, day) = (u16::from(self.month), u16::from(self.day));
         let text = [

@@ -15,6 +15,8 @@
 //! Every id is derived from the claim (UUIDv5), so a redelivered claim yields the same
 //! audit id, task id and event ids, and receivers can drop the repeat.
 
+use std::sync::Arc;
+
 use schemas::adjudication::{carc, LineView};
 use schemas::claim::{ClaimStatus, Frequency, Outcome, Reason};
 use schemas::tenant::TenantSettings;
@@ -92,7 +94,7 @@ pub fn facts_of(
         eligibility: (!void && claim.rejection.is_none()).then(|| checked.status()),
         plan: member.and_then(|m| m.plan.as_deref()).map(|p| PlanFacts {
             plan_id: p.plan_id.clone(),
-            benefits: std::sync::Arc::new(p.benefits.clone()),
+            benefits: Arc::new(p.benefits.clone()),
         }),
         year_before: None,
         fraud_flag_threshold: settings.fraud_flag_threshold,
