@@ -140,6 +140,7 @@ async fn write_all(
         store: into.clone(),
         accumulators: Default::default(),
         twins: false,
+        passed: Default::default(),
     };
     let mut twins = twins::Twins::default();
     while let Some(read) = rx.recv().await {

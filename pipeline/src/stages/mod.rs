@@ -145,7 +145,8 @@ pub async fn spawn(
                 store: deps.store.clone(),
                 accumulators: accumulators.clone().unwrap_or_default(),
                 // The chain shares the accumulators only with a snapshot stage here.
-                twins: fused
+                twins: fused,
+                passed: Default::default()
             }),
             "workflow" => go!(workflow::Workflow {
                 topics: t,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::runner::{decode_all, Outputs, Stage, StageError};
-use crate::bus::{Record, TopicSpec};
+use super::runner::{by_topic, decode_all, handle_then_publish, Outputs, Stage, StageError};
+use crate::bus::{Consumer, Record, TopicSpec};
 use crate::model::{DomainEvent, Json};
 use crate::store::{NewDelivery, Store, Subscription};
 use crate::topics::Topics;
@@ -96,7 +96,43 @@ impl Stage for Dispatch {
         self.topics.events.clone()
     }
 
+    /// On the embedded log the deliveries are queued in the transaction that commits
+    /// the batch's offsets: one turn on the store's one writer per batch, not two.
+    async fn handle_and_commit(
+        &mut self,
+        batch: &[Record],
+        consumer: &mut Consumer,
+    ) -> Result<(), StageError> {
+        let Consumer::Embedded(embedded) = &mut *consumer else {
+            return handle_then_publish(self, batch, consumer).await;
+        };
+        let (out, deliveries) = self.fan_out(batch).await?;
+        let (writer, outputs) = (embedded.writer(), by_topic(out));
+        let mut tx = writer.begin().await?;
+        self.store
+            .enqueue_deliveries_in(&mut tx, &deliveries)
+            .await?;
+        writer.publish_in(&mut tx, &outputs, batch).await?;
+        writer.finish(tx, &outputs).await?;
+        if !deliveries.is_empty() {
+            self.queued.notify_one();
+        }
+        Ok(())
+    }
+
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
+        let (out, deliveries) = self.fan_out(batch).await?;
+        if !deliveries.is_empty() {
+            self.store.enqueue_deliveries(&deliveries).await?;
+            self.queued.notify_one();
+        }
+        Ok(out)
+    }
+}
+
+impl Dispatch {
+    /// The deliveries of a batch's events, and its dead letters.
+    async fn fan_out(&self, batch: &[Record]) -> Result<(Outputs, Vec<NewDelivery>), StageError> {
         let mut out = Vec::new();
         let events: Vec<DomainEvent> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
@@ -111,11 +147,7 @@ impl Stage for Dispatch {
             }
             deliveries.extend(process(e, &subscriptions[e.tenant_id.as_str()]));
         }
-        if !deliveries.is_empty() {
-            self.store.enqueue_deliveries(&deliveries).await?;
-            self.queued.notify_one();
-        }
-        Ok(out)
+        Ok((out, deliveries))
     }
 }
 

@@ -489,8 +489,19 @@ impl Store {
         if deliveries.is_empty() {
             return Ok(());
         }
-        let now = now_ms();
         let mut tx = self.writer().begin().await?;
+        self.enqueue_deliveries_in(&mut tx, deliveries).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`Self::enqueue_deliveries`] inside `tx`, with the caller's other writes.
+    pub async fn enqueue_deliveries_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        deliveries: &[NewDelivery],
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
         for chunk in deliveries.chunks(ROWS_PER_STATEMENT) {
             let sql = format!(
                 "INSERT INTO webhook_deliveries (delivery_id, tenant_id, webhook_id, event_id, event, payload, \
@@ -513,9 +524,8 @@ impl Store {
                     .bind(now)
                     .bind(now);
             }
-            q.execute(&mut *tx).await?;
+            q.execute(&mut **tx).await?;
         }
-        tx.commit().await?;
         Ok(())
     }
 
