@@ -279,10 +279,9 @@ async fn commit_groups(
             answers.push(w.answer);
             ready.extend(w.ready);
         }
-        let t0 = std::time::Instant::now();
-        let requests = sizes.len();
+        let started = std::time::Instant::now();
         let result = accept_ready(&store, &bus, &topic, ready).await;
-        tracing::debug!(requests, claims, took = ?t0.elapsed(), "Intake group committed.");
+        tracing::debug!(requests = sizes.len(), claims, took = ?started.elapsed(), "Intake group committed.");
         let mut fresh = result.as_ref().map(|f| f.iter());
         for (size, answer) in sizes.into_iter().zip(answers) {
             let answer_is = match &mut fresh {

@@ -69,17 +69,16 @@ impl Stage for Snapshot {
             return Ok(());
         }
         let outputs = self.handle(batch).await?;
-        let mut records = self.passed.take();
-        if records.is_empty() {
-            consumer
-                .publish_and_commit(&by_topic(outputs), batch)
-                .await?;
+        let mut passed = self.passed.take();
+        let done = if passed.is_empty() {
+            batch
         } else {
-            records.extend(batch.iter().map(Passed::mark));
-            consumer
-                .publish_and_commit(&by_topic(outputs), &records)
-                .await?;
-        }
+            passed.extend(batch.iter().map(Passed::mark));
+            &passed
+        };
+        consumer
+            .publish_and_commit(&by_topic(outputs), done)
+            .await?;
         Ok(())
     }
 
