@@ -7,7 +7,8 @@
 //! requests at that rate would measure single intake's ceiling instead, which is far
 //! below the batch maximum on one SQLite file.)
 //! Prints p50, p99 and p99.9 from each claim's 202 to its decision, and from its 202 to
-//! its `claim.completed` webhook arriving at a local receiver. Run with
+//! its `claim.completed` webhook arriving at a local receiver, with where the time
+//! after the decision goes (from the delivery's row and its first attempt). Run with
 //! `scripts/bench-latency`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
@@ -90,22 +91,33 @@ async fn run() {
     seed(&client, &base, &token).await;
     let store = service_store(temp.path()).await;
 
-    // Webhooks: when each claim's `claim.completed` arrives.
+    // Webhooks: when each claim's `claim.completed` arrives, and as which delivery.
     let arrived: Arc<Mutex<HashMap<String, f64>>> = Arc::default();
-    let seen = arrived.clone();
+    let delivery_of: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let (seen, seen_delivery) = (arrived.clone(), delivery_of.clone());
     let app = axum::Router::new().route(
         "/hook",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let seen = seen.clone();
-            async move {
-                let at = wall_ms();
-                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-                if let Some(id) = v["data"]["claim_id"].as_str() {
-                    seen.lock().unwrap().entry(id.to_owned()).or_insert(at);
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let (seen, seen_delivery) = (seen.clone(), seen_delivery.clone());
+                async move {
+                    let at = wall_ms();
+                    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    if let Some(id) = v["data"]["claim_id"].as_str() {
+                        seen.lock().unwrap().entry(id.to_owned()).or_insert(at);
+                        if let Some(d) = headers.get("x-service-delivery") {
+                            let d = d.to_str().unwrap_or_default().to_owned();
+                            seen_delivery
+                                .lock()
+                                .unwrap()
+                                .entry(id.to_owned())
+                                .or_insert(d);
+                        }
+                    }
+                    axum::http::StatusCode::OK
                 }
-                axum::http::StatusCode::OK
-            }
-        }),
+            },
+        ),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
@@ -213,8 +225,10 @@ async fn run() {
             )
         })
         .collect();
-    let accepted = accepted.lock().unwrap();
-    let arrived = arrived.lock().unwrap();
+    // Every answer and webhook is in: the service is left alone from here.
+    let accepted = std::mem::take(&mut *accepted.lock().unwrap());
+    let arrived = std::mem::take(&mut *arrived.lock().unwrap());
+    let delivery_of = std::mem::take(&mut *delivery_of.lock().unwrap());
     let to_decision: Vec<f64> = accepted
         .iter()
         .map(|(id, at)| (decided[id] - at).max(0.0))
@@ -222,6 +236,52 @@ async fn run() {
     let to_webhook: Vec<f64> = accepted.iter().map(|(id, at)| arrived[id] - at).collect();
     println!("202 to decision:         {}", percentiles(to_decision));
     println!("202 to webhook received: {}", percentiles(to_webhook));
+    print_webhook_phases(temp.path(), &accepted, &decided, &arrived, &delivery_of).await;
+}
+
+/// Where the time from decision to webhook goes, from the service's own rows: decided
+/// to delivery queued (the webhook stage), queued to first attempt started (the
+/// sender's claim and slots), attempt started to received (HTTP).
+async fn print_webhook_phases(
+    dir: &std::path::Path,
+    accepted: &[(String, f64)],
+    decided: &HashMap<String, f64>,
+    arrived: &HashMap<String, f64>,
+    delivery_of: &HashMap<String, String>,
+) {
+    let url = std::env::var("CLAIMS_DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}?mode=ro", dir.join("claims.db").display()));
+    sqlx::any::install_default_drivers();
+    let Ok(db) = sqlx::AnyPool::connect(&url).await else {
+        return;
+    };
+    let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT d.delivery_id, d.created_at, a.at, a.duration_ms FROM webhook_deliveries d \
+         JOIN webhook_attempts a ON a.delivery_id = d.delivery_id AND a.attempt = 1",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    let times: HashMap<&str, (f64, f64)> = rows
+        .iter()
+        .map(|(id, queued, at, took)| (id.as_str(), (*queued as f64, (*at - *took) as f64)))
+        .collect();
+    let (mut stage, mut sender, mut http) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, _) in accepted {
+        let Some((queued, started)) = delivery_of.get(id).and_then(|d| times.get(d.as_str()))
+        else {
+            continue;
+        };
+        stage.push((queued - decided[id]).max(0.0));
+        sender.push((started - queued).max(0.0));
+        http.push((arrived[id] - started).max(0.0));
+    }
+    if stage.is_empty() {
+        return;
+    }
+    println!("  decided to delivery queued:   {}", percentiles(stage));
+    println!("  queued to attempt started:    {}", percentiles(sender));
+    println!("  attempt started to received:  {}", percentiles(http));
 }
 
 /// The service process, killed however the benchmark ends.

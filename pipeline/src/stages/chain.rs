@@ -9,9 +9,11 @@
 //! consumes `claims.intake` as the validate group, and in the one transaction that
 //! commits its offsets it writes the fraud state entries, any dead letters, and the
 //! decisions: straight into the store with their events on `claims.events` when this
-//! process runs the snapshot stage too, else onto `claims.decided`. A crash therefore
-//! loses or doubles nothing, exactly as with separate stages; and as a decision commits
-//! with its input, a redelivered batch cannot leave a second, different decision.
+//! process runs the snapshot stage too (and with the webhook stage, the events'
+//! deliveries, handed to the sender as the transaction commits), else onto
+//! `claims.decided`. A crash therefore loses or doubles nothing, exactly as with
+//! separate stages; and as a decision commits with its input, a redelivered batch
+//! cannot leave a second, different decision.
 //!
 //! What differs: `claims.validated`, `claims.evaluated`, `claims.scored` (and with the
 //! snapshot, `claims.decided`, which then carries officers' decisions only) stay empty
@@ -19,6 +21,8 @@
 //! the intake partitions ([`super::fraud::FUSED_PARTS`]). The chain starts only when
 //! nothing is left on the first three for the separate stages (see [`fusable`]), so
 //! that switching between the two ways loses no claim in flight.
+
+use std::collections::HashSet;
 
 use super::decide::Decide;
 use super::fraud::{Fraud, FUSED_PARTS};
@@ -29,6 +33,7 @@ use super::runner::{
 use super::snapshot::accumulators::{lock, Accumulators, Shared};
 use super::snapshot::{event_messages, settle};
 use super::validate::Validate;
+use super::webhooks::Deliveries;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
 use crate::model::{ClaimSubmitted, Decision, Written};
 use crate::retry::backoff;
@@ -55,6 +60,11 @@ pub struct Chain {
     pub accumulators: Option<Shared>,
     /// The commit of the last batch handled, while it runs.
     pub committing: Option<tokio::task::JoinHandle<()>>,
+    /// Set when this process runs the webhook stage too (and the snapshot): the
+    /// deliveries of the events the chain publishes are queued in the same transaction
+    /// and handed to the sender as it commits, rather than a writer's turn later by
+    /// the webhook stage, which then finds them queued and passes them by.
+    pub webhooks: Option<Deliveries>,
 }
 
 impl Stage for Chain {
@@ -105,8 +115,10 @@ impl Stage for Chain {
         let handled = started.elapsed();
         self.settle().await;
         let (writer, topics, batch) = (consumer.writer(), self.topics.clone(), batch.to_vec());
+        let webhooks = self.webhooks.clone();
         self.committing = Some(tokio::spawn(async move {
-            let commit = Commit::new(store, writer, &topics, batch, out, decisions);
+            let mut commit = Commit::new(store, writer, &topics, batch, out, decisions);
+            commit.webhooks = webhooks;
             let started = std::time::Instant::now();
             let mut attempt = 0;
             while let Err(e) = commit.run().await {
@@ -143,6 +155,8 @@ struct Commit {
     /// Per decision, how many of the events are its own, in order.
     events_of: Vec<usize>,
     decisions: Vec<Decision>,
+    /// Where the events' deliveries are queued, when the webhook stage runs here.
+    webhooks: Option<Deliveries>,
 }
 
 impl Commit {
@@ -172,16 +186,47 @@ impl Commit {
             outputs,
             events_of,
             decisions,
+            webhooks: None,
         }
     }
 
     async fn run(&self) -> Result<(), StageError> {
         let prepared = PreparedDecisions::new(&self.decisions);
+        // The subscriptions are read before the writer is taken.
+        let fanned = match &self.webhooks {
+            Some(w) => Some(
+                w.fan_out(self.decisions.iter().flat_map(|d| &d.events))
+                    .await?,
+            ),
+            None => None,
+        };
         // Reads first; the decisions' own rows last, as they lock the audit chain's head.
         let mut tx = self.writer.begin().await?;
         let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
         let outputs = held_only(&self.outputs, &self.events_of, &check.held);
         let outputs = outputs.as_deref().unwrap_or(&self.outputs);
+        let queued = match (&self.webhooks, fanned) {
+            (Some(w), Some(mut fanned)) => {
+                // Only the events published: those of the decisions the store holds.
+                let published: HashSet<&str> = self
+                    .decisions
+                    .iter()
+                    .zip(&check.held)
+                    .filter(|(_, held)| **held)
+                    .flat_map(|(d, _)| d.events.iter().map(|e| e.id.as_str()))
+                    .collect();
+                fanned
+                    .deliveries
+                    .retain(|d| published.contains(d.event_id.as_str()));
+                let reserved = w.reserve(&mut fanned.deliveries);
+                let queued = w
+                    .store
+                    .enqueue_deliveries_in(&mut tx, &fanned.deliveries)
+                    .await?;
+                Some((w, fanned, reserved, queued))
+            }
+            _ => None,
+        };
         self.writer
             .publish_in(&mut tx, outputs, &self.batch)
             .await?;
@@ -189,6 +234,9 @@ impl Commit {
             .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
         self.writer.finish(tx, outputs).await?;
+        if let Some((w, fanned, reserved, queued)) = queued {
+            w.hand_over(fanned, reserved, &queued);
+        }
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ pub mod chain;
 pub mod decide;
 pub mod fraud;
 pub mod ocr;
+pub mod passed;
 pub mod rules;
 pub mod runner;
 pub mod scan;
@@ -94,6 +95,13 @@ pub async fn spawn(
     } else {
         None
     };
+    // The webhook sender, with the stage that queues its deliveries and, beside it, the
+    // chain that queues those of the events it publishes.
+    let deliveries = if names.iter().any(|n| n == "webhooks") {
+        Some(webhook_sender(deps, shutdown, tasks)?)
+    } else {
+        None
+    };
     for name in names {
         let (bus, rx, batch) = (deps.bus.clone(), shutdown.clone(), deps.batch_size);
         let t = deps.topics.clone();
@@ -133,6 +141,7 @@ pub async fn spawn(
                 snapshot: accumulators.is_some().then(|| deps.store.clone()),
                 accumulators: accumulators.clone(),
                 committing: None,
+                webhooks: accumulators.as_ref().and(deliveries.clone()),
                 topics: t,
             }),
             "rules" | "fraud" | "decide" if fused => continue,
@@ -153,29 +162,13 @@ pub async fn spawn(
                 store: deps.store.clone()
             }),
             "webhooks" => {
-                let queued = std::sync::Arc::new(tokio::sync::Notify::new());
-                let health = crate::webhooks::health::Health::new(
-                    deps.store.clone(),
-                    deps.bus.clone(),
-                    deps.topics.events.clone(),
-                    deps.clock.clone(),
-                );
-                let sender = crate::webhooks::Sender::new(
-                    deps.store.clone(),
-                    deps.webhooks,
-                    queued.clone(),
-                    health,
-                )
-                .map_err(StageError::Transient)?;
-                tasks.spawn(sender.run(shutdown.clone()));
-                tasks.spawn(crate::webhooks::retention::run(
-                    deps.store.clone(),
-                    shutdown.clone(),
-                ));
+                let Some(deliveries) = deliveries.clone() else {
+                    continue;
+                };
                 go!(webhooks::Dispatch {
                     topics: t,
-                    store: deps.store.clone(),
-                    queued
+                    deliveries,
+                    passed: Default::default()
                 })
             }
             "scan" => go!(scan::Scan {
@@ -221,4 +214,34 @@ fn decide(deps: &Deps) -> decide::Decide {
         config: deps.config.clone(),
         clock: deps.clock.clone(),
     }
+}
+
+/// Starts the webhook sender and its retention sweep; answers how the stages of this
+/// process queue deliveries for it.
+fn webhook_sender(
+    deps: &Deps,
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut JoinSet<()>,
+) -> Result<webhooks::Deliveries, StageError> {
+    let queued = std::sync::Arc::new(tokio::sync::Notify::new());
+    let health = crate::webhooks::health::Health::new(
+        deps.store.clone(),
+        deps.bus.clone(),
+        deps.topics.events.clone(),
+        deps.clock.clone(),
+    );
+    let sender =
+        crate::webhooks::Sender::new(deps.store.clone(), deps.webhooks, queued.clone(), health)
+            .map_err(StageError::Transient)?;
+    let handoff = sender.handoff();
+    tasks.spawn(sender.run(shutdown.clone()));
+    tasks.spawn(crate::webhooks::retention::run(
+        deps.store.clone(),
+        shutdown.clone(),
+    ));
+    Ok(webhooks::Deliveries {
+        store: deps.store.clone(),
+        handoff,
+        queued,
+    })
 }

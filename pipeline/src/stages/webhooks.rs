@@ -1,19 +1,22 @@
 //! Stage 6, webhooks: input `claims.events`. Fans each event out to the tenant's enabled
-//! subscriptions of its kind as queued deliveries, then wakes the sender. Delivery ids
+//! subscriptions of its kind as queued deliveries, and hands them to the sender of its
+//! process already claimed (or, when it has no room, wakes it to claim them). Delivery ids
 //! derive from the subscription and the event, so a redelivered event queues nothing
 //! new. The attempts themselves are the sender's (`crate::webhooks`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+use super::passed::Passed;
 use super::runner::{by_topic, decode_all, handle_then_publish, Outputs, Stage, StageError};
 use crate::bus::{Consumer, Record, TopicSpec};
 use crate::model::{DomainEvent, Json};
-use crate::store::{NewDelivery, Store, Subscription};
+use crate::store::{DueDelivery, DueEndpoint, NewDelivery, Store, StoreError, Subscription};
 use crate::topics::Topics;
 use crate::webhooks::signing::{unsigned_body, Envelope};
+use crate::webhooks::{Handoff, Reserved};
 
 /// The delivery of `event_id` to `webhook_id`: the same on every redelivery of the event.
 pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
@@ -60,6 +63,7 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
             event_id: event.id.clone(),
             event: event.event.clone(),
             payload: if s.thin { thin.clone() } else { full.clone() }.unwrap_or_default(),
+            leased_until: None,
         })
         .collect()
 }
@@ -82,9 +86,10 @@ pub fn thin_data(data: &serde_json::Value) -> serde_json::Value {
 #[derive(Debug, Clone)]
 pub struct Dispatch {
     pub topics: Topics,
-    pub store: Store,
-    /// Wakes the sender when deliveries are queued.
-    pub queued: Arc<Notify>,
+    pub deliveries: Deliveries,
+    /// Progress over batches whose deliveries were all queued already (by the fused
+    /// chain, with the events), not committed yet.
+    pub passed: Passed,
 }
 
 impl Stage for Dispatch {
@@ -97,7 +102,8 @@ impl Stage for Dispatch {
     }
 
     /// On the embedded log the deliveries are queued in the transaction that commits
-    /// the batch's offsets: one turn on the store's one writer per batch, not two.
+    /// the batch's offsets: one turn on the store's one writer per batch, not two; and
+    /// none for a batch whose deliveries the fused chain queued with the events.
     async fn handle_and_commit(
         &mut self,
         batch: &[Record],
@@ -106,48 +112,157 @@ impl Stage for Dispatch {
         let Consumer::Embedded(embedded) = &mut *consumer else {
             return handle_then_publish(self, batch, consumer).await;
         };
-        let (out, deliveries) = self.fan_out(batch).await?;
-        let (writer, outputs) = (embedded.writer(), by_topic(out));
-        let mut tx = writer.begin().await?;
-        self.store
-            .enqueue_deliveries_in(&mut tx, &deliveries)
+        let started = std::time::Instant::now();
+        let (out, mut fanned) = self.fan_out(batch).await?;
+        let before = self
+            .deliveries
+            .store
+            .queued_already(&fanned.deliveries)
             .await?;
-        writer.publish_in(&mut tx, &outputs, batch).await?;
-        writer.finish(tx, &outputs).await?;
-        if !deliveries.is_empty() {
-            self.queued.notify_one();
+        fanned
+            .deliveries
+            .retain(|d| !before.contains(&d.delivery_id));
+        if out.is_empty() && fanned.deliveries.is_empty() && self.passed.defer(batch) {
+            return Ok(());
         }
+        let reserved = self.deliveries.reserve(&mut fanned.deliveries);
+        let handled = started.elapsed();
+        let (writer, outputs, done) = (embedded.writer(), by_topic(out), self.passed.with(batch));
+        let mut tx = writer.begin().await?;
+        let queued = self
+            .deliveries
+            .store
+            .enqueue_deliveries_in(&mut tx, &fanned.deliveries)
+            .await?;
+        writer.publish_in(&mut tx, &outputs, &done).await?;
+        writer.finish(tx, &outputs).await?;
+        tracing::debug!(stage = self.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
+        self.deliveries.hand_over(fanned, reserved, &queued);
         Ok(())
     }
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
-        let (out, deliveries) = self.fan_out(batch).await?;
-        if !deliveries.is_empty() {
-            self.store.enqueue_deliveries(&deliveries).await?;
-            self.queued.notify_one();
-        }
+        let (out, mut fanned) = self.fan_out(batch).await?;
+        let reserved = self.deliveries.reserve(&mut fanned.deliveries);
+        let queued = self
+            .deliveries
+            .store
+            .enqueue_deliveries(&fanned.deliveries)
+            .await?;
+        self.deliveries.hand_over(fanned, reserved, &queued);
         Ok(out)
     }
 }
 
 impl Dispatch {
     /// The deliveries of a batch's events, and its dead letters.
-    async fn fan_out(&self, batch: &[Record]) -> Result<(Outputs, Vec<NewDelivery>), StageError> {
+    async fn fan_out(&self, batch: &[Record]) -> Result<(Outputs, FannedOut), StageError> {
         let mut out = Vec::new();
         let events: Vec<DomainEvent> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
-        // Subscriptions are read per batch, so a new or changed one applies to the next
-        // batch of events.
+        let fanned = self.deliveries.fan_out(events.iter()).await?;
+        Ok((out, fanned))
+    }
+}
+
+/// Queues the deliveries of events and hands them to the sender of this process: the
+/// webhook stage's work, and the fused chain's for the events it publishes itself, in
+/// the transaction that publishes them.
+#[derive(Debug, Clone)]
+pub struct Deliveries {
+    pub store: Store,
+    /// The sender of this process, to which deliveries go already claimed.
+    pub handoff: Handoff,
+    /// Wakes the sender when deliveries are queued for it to claim.
+    pub queued: Arc<Notify>,
+}
+
+/// Events' deliveries, with where each goes.
+#[derive(Debug, Default)]
+pub struct FannedOut {
+    pub deliveries: Vec<NewDelivery>,
+    endpoints: HashMap<String, Arc<DueEndpoint>>,
+}
+
+impl Deliveries {
+    /// The deliveries of `events` to their tenants' enabled subscriptions, read when
+    /// called: a new or changed subscription applies to the next batch of events.
+    pub async fn fan_out<'a>(
+        &self,
+        events: impl Iterator<Item = &'a DomainEvent>,
+    ) -> Result<FannedOut, StoreError> {
         let mut subscriptions: HashMap<&str, Vec<Subscription>> = HashMap::new();
-        let mut deliveries = Vec::new();
-        for e in &events {
+        let mut fanned = FannedOut::default();
+        for e in events {
             if !subscriptions.contains_key(e.tenant_id.as_str()) {
                 let subs = self.store.subscriptions(&e.tenant_id).await?;
+                let subs = subs
+                    .into_iter()
+                    .map(|(s, endpoint)| {
+                        fanned.endpoints.insert(s.webhook_id.clone(), endpoint);
+                        s
+                    })
+                    .collect();
                 subscriptions.insert(&e.tenant_id, subs);
             }
-            deliveries.extend(process(e, &subscriptions[e.tenant_id.as_str()]));
+            fanned
+                .deliveries
+                .extend(process(e, &subscriptions[e.tenant_id.as_str()]));
         }
-        Ok((out, deliveries))
+        Ok(fanned)
+    }
+
+    /// Reserves the sender's room for `deliveries`, and marks those it has room for to
+    /// be written with its lease; the others are queued due, for it to claim.
+    pub fn reserve(&self, deliveries: &mut [NewDelivery]) -> Reserved {
+        let mut wants: HashMap<&str, usize> = HashMap::new();
+        for d in deliveries.iter() {
+            *wants.entry(d.webhook_id.as_str()).or_default() += 1;
+        }
+        let mut reserved = self.handoff.reserve(wants);
+        for d in deliveries.iter_mut() {
+            if reserved.take(&d.webhook_id) {
+                d.leased_until = Some(reserved.lease_until);
+            }
+        }
+        reserved
+    }
+
+    /// After the deliveries are committed (`queued`, those written now): those written
+    /// with the sender's lease start their attempts; if any were queued due, the sender
+    /// is woken to claim them.
+    pub fn hand_over(&self, fanned: FannedOut, mut reserved: Reserved, queued: &HashSet<String>) {
+        let FannedOut {
+            deliveries,
+            endpoints,
+        } = fanned;
+        let mut due = false;
+        for d in deliveries {
+            if !queued.contains(&d.delivery_id) {
+                continue;
+            }
+            let Some(lease_until) = d.leased_until else {
+                due = true;
+                continue;
+            };
+            let Some(endpoint) = endpoints.get(&d.webhook_id) else {
+                continue;
+            };
+            reserved.start(DueDelivery {
+                delivery_id: d.delivery_id,
+                event_id: d.event_id,
+                event: d.event,
+                payload: d.payload,
+                attempts: 0,
+                failures: 0,
+                lease_until,
+                endpoint: endpoint.clone(),
+                replay: false,
+            });
+        }
+        if due {
+            self.queued.notify_one();
+        }
     }
 }
 

@@ -4,6 +4,9 @@
 //! their `next_attempt_at` past the attempt's time-out (a lease): a sender that dies
 //! mid-attempt leaves them to be tried again once the lease runs out.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use schemas::webhook::{DeliveryAttempt, Payload, Webhook};
 
 use super::audit::AuditEntry;
@@ -95,6 +98,9 @@ pub struct NewDelivery {
     pub event: String,
     /// The unsigned body.
     pub payload: String,
+    /// Written already claimed, with this lease, by the webhook stage that hands it to
+    /// its sender (`crate::webhooks::Handoff`); due at once when `None`.
+    pub leased_until: Option<i64>,
 }
 
 /// An enabled subscription with deliveries due: where and with what to sign.
@@ -142,7 +148,7 @@ pub struct DueDelivery {
     pub failures: i64,
     /// When this sender's claim on the delivery runs out (Unix ms).
     pub lease_until: i64,
-    pub endpoint: std::sync::Arc<DueEndpoint>,
+    pub endpoint: Arc<DueEndpoint>,
     /// Part of a replay: sent with `X-Service-Replay: true`, and its end lets the
     /// replay's next delivery go.
     pub replay: bool,
@@ -460,39 +466,74 @@ impl Store {
         Ok(gone)
     }
 
-    /// The enabled subscriptions of each of `tenants`.
-    pub async fn subscriptions(&self, tenant_id: &str) -> Result<Vec<Subscription>, StoreError> {
-        let rows: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT webhook_id, events, payload FROM webhooks WHERE tenant_id = $1 AND enabled = 1",
+    /// The enabled subscriptions of a tenant, each with where and how its deliveries
+    /// are sent.
+    pub async fn subscriptions(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<(Subscription, Arc<DueEndpoint>)>, StoreError> {
+        let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
+            "SELECT webhook_id, events, payload, url, secret FROM webhooks WHERE tenant_id = $1 AND enabled = 1",
         )
         .bind(tenant_id)
         .fetch_all(self.reader())
         .await?;
         rows.into_iter()
-            .map(|(webhook_id, events, payload)| {
-                Ok(Subscription {
+            .map(|(webhook_id, events, payload, url, secret)| {
+                let subscription = Subscription {
                     events: parsed(serde_json::from_str(&events), || {
                         format!("webhook {webhook_id}: events")
                     })?,
                     thin: parsed(Payload::parse(&payload).ok_or(&payload), || {
                         format!("webhook {webhook_id}: payload")
                     })? == Payload::Thin,
+                    webhook_id: webhook_id.clone(),
+                };
+                let endpoint = DueEndpoint {
                     webhook_id,
-                })
+                    url,
+                    secret,
+                };
+                Ok((subscription, Arc::new(endpoint)))
             })
             .collect()
     }
 
-    /// Queues deliveries, due at once; a delivery queued before is left as it is, so a
-    /// redelivered event never queues twice.
-    pub async fn enqueue_deliveries(&self, deliveries: &[NewDelivery]) -> Result<(), StoreError> {
+    /// Queues deliveries of enabled subscriptions, due at once or leased to the sender
+    /// of this process; a delivery queued before is left as it is, so a redelivered
+    /// event never queues twice. Answers the ids of the deliveries queued now.
+    pub async fn enqueue_deliveries(
+        &self,
+        deliveries: &[NewDelivery],
+    ) -> Result<HashSet<String>, StoreError> {
         if deliveries.is_empty() {
-            return Ok(());
+            return Ok(HashSet::new());
         }
         let mut tx = self.writer().begin().await?;
-        self.enqueue_deliveries_in(&mut tx, deliveries).await?;
+        let queued = self.enqueue_deliveries_in(&mut tx, deliveries).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(queued)
+    }
+
+    /// Which of `deliveries` are queued already: read without the writer, so that a
+    /// batch of events whose deliveries were queued with them costs it nothing.
+    pub async fn queued_already(
+        &self,
+        deliveries: &[NewDelivery],
+    ) -> Result<HashSet<String>, StoreError> {
+        let mut found = HashSet::new();
+        for chunk in deliveries.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "SELECT delivery_id FROM webhook_deliveries WHERE delivery_id IN ({})",
+                placeholders(self.backend(), 1, chunk.len())
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for d in chunk {
+                q = q.bind(&d.delivery_id);
+            }
+            found.extend(q.fetch_all(self.reader()).await?);
+        }
+        Ok(found)
     }
 
     /// [`Self::enqueue_deliveries`] inside `tx`, with the caller's other writes.
@@ -500,16 +541,23 @@ impl Store {
         &self,
         tx: &mut sqlx::Transaction<'static, sqlx::Any>,
         deliveries: &[NewDelivery],
-    ) -> Result<(), StoreError> {
+    ) -> Result<HashSet<String>, StoreError> {
         let now = now_ms();
+        let mut queued = HashSet::with_capacity(deliveries.len());
         for chunk in deliveries.chunks(ROWS_PER_STATEMENT) {
+            // Only for a subscription enabled as the row is written: one deleted or
+            // disabled since its subscriptions were read (before the writer was taken)
+            // gets nothing more.
             let sql = format!(
                 "INSERT INTO webhook_deliveries (delivery_id, tenant_id, webhook_id, event_id, event, payload, \
-                 state, attempts, failures, next_attempt_at, created_at) VALUES {} \
-                 ON CONFLICT DO NOTHING",
+                 state, attempts, failures, next_attempt_at, created_at) \
+                 SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, \
+                 v.column9, v.column10, v.column11 FROM (VALUES {}) AS v \
+                 JOIN webhooks w ON w.webhook_id = v.column3 AND w.tenant_id = v.column2 AND w.enabled = 1 \
+                 WHERE true ON CONFLICT DO NOTHING RETURNING delivery_id",
                 values_list(self.backend(), chunk.len(), 11)
             );
-            let mut q = sqlx::query(&sql);
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
             for d in chunk {
                 q = q
                     .bind(&d.delivery_id)
@@ -521,12 +569,12 @@ impl Store {
                     .bind("pending")
                     .bind(0i64)
                     .bind(0i64)
-                    .bind(now)
+                    .bind(d.leased_until.unwrap_or(now))
                     .bind(now);
             }
-            q.execute(&mut **tx).await?;
+            queued.extend(q.fetch_all(&mut **tx).await?);
         }
-        Ok(())
+        Ok(queued)
     }
 
     /// Queues a replay: `deliveries` in the order their events happened, as one lane
@@ -626,9 +674,9 @@ impl Store {
         &self,
         now: i64,
         lease_until: i64,
-        wants: &[(std::sync::Arc<DueEndpoint>, usize)],
+        wants: &[(Arc<DueEndpoint>, usize)],
     ) -> Result<Vec<DueDelivery>, StoreError> {
-        let by_id: std::collections::HashMap<&str, &std::sync::Arc<DueEndpoint>> = wants
+        let by_id: std::collections::HashMap<&str, &Arc<DueEndpoint>> = wants
             .iter()
             .map(|(e, _)| (e.webhook_id.as_str(), e))
             .collect();

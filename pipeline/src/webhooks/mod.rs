@@ -11,4 +11,4 @@ pub mod schedule;
 pub mod sender;
 pub mod signing;
 
-pub use sender::{Sender, SenderSettings};
+pub use sender::{Handoff, Reserved, Sender, SenderSettings};

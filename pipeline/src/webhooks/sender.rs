@@ -83,13 +83,27 @@ impl Default for SenderSettings {
 #[derive(Debug)]
 pub struct Sender {
     store: Store,
-    client: reqwest::Client,
-    settings: SenderSettings,
     /// Woken when deliveries are queued or an attempt ends.
     wake: Arc<Notify>,
+    health: Health,
+    attempts: Arc<Attempts>,
+    done: mpsc::UnboundedReceiver<AttemptOutcome>,
+}
+
+/// Where attempts start, whether their deliveries were claimed by the sender or handed
+/// over by the webhook stage: the HTTP client, the slots and what each subscription holds.
+#[derive(Debug)]
+struct Attempts {
+    client: reqwest::Client,
+    settings: SenderSettings,
     /// When attempts happen and deliveries are due: the wall clock, moved by tests.
     clock: Clock,
-    health: Health,
+    /// Attempts in flight in all.
+    global: Arc<Semaphore>,
+    endpoints: Mutex<HashMap<String, Endpoint>>,
+    /// To the recorder.
+    done: mpsc::UnboundedSender<AttemptOutcome>,
+    wake: Arc<Notify>,
 }
 
 impl Sender {
@@ -110,36 +124,49 @@ impl Sender {
             .user_agent(concat!("claims-webhooks/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
-        Ok(Self {
-            store,
+        let (done_tx, done) = mpsc::unbounded_channel();
+        let attempts = Arc::new(Attempts {
             client,
             settings,
-            wake,
             clock: health.clock.clone(),
+            global: Arc::new(Semaphore::new(settings.max_in_flight)),
+            endpoints: Mutex::default(),
+            done: done_tx,
+            wake: wake.clone(),
+        });
+        Ok(Self {
+            store,
+            wake,
             health,
+            attempts,
+            done,
         })
+    }
+
+    /// The handle through which the webhook stage of this process gives the sender the
+    /// deliveries it queues, already claimed; it lapses when the sender stops.
+    pub fn handoff(&self) -> Handoff {
+        Handoff(Arc::downgrade(&self.attempts))
     }
 
     /// Delivers until `shutdown` turns true. Attempts in flight then are abandoned;
     /// their leases bring them back after a restart.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let recorder = tokio::spawn(record(
-            self.store.clone(),
-            done_rx,
-            self.wake.clone(),
-            self.health.clone(),
-        ));
-        let global = Arc::new(Semaphore::new(self.settings.max_in_flight));
-        let endpoints: Arc<Mutex<HashMap<String, Endpoint>>> = Arc::default();
-        let depth = self.settings.per_endpoint * DEPTH;
+        let Sender {
+            store,
+            wake,
+            health,
+            attempts,
+            done,
+        } = self;
+        let recorder = tokio::spawn(record(store.clone(), done, wake.clone(), health));
         let mut turn = 0usize;
         let mut failures = 0u32;
         loop {
             if *shutdown.borrow() {
                 break;
             }
-            let claimed = match self.claim(&endpoints, turn).await {
+            let claimed = match claim(&store, &attempts, turn).await {
                 Ok(c) => {
                     failures = 0;
                     c
@@ -154,114 +181,236 @@ impl Sender {
             // The next round starts with another endpoint, so none waits on the others.
             turn = turn.wrapping_add(1);
             for d in claimed.deliveries {
-                let slots = {
-                    let mut map = endpoints.lock().unwrap_or_else(|p| p.into_inner());
-                    let e = map
-                        .entry(d.endpoint.webhook_id.clone())
-                        .or_insert_with(|| Endpoint {
-                            slots: Arc::new(Semaphore::new(self.settings.per_endpoint)),
-                            held: 0,
-                        });
-                    e.held += 1;
-                    e.slots.clone()
-                };
-                let (global, client, done) = (global.clone(), self.client.clone(), done_tx.clone());
-                let (map, wake) = (endpoints.clone(), self.wake.clone());
-                let (settings, clock) = (self.settings, self.clock.clone());
-                tokio::spawn(async move {
-                    // Endpoint first: a delivery waiting for its endpoint holds no global slot.
-                    if let Ok(_endpoint) = slots.acquire_owned().await {
-                        if let Ok(_slot) = global.acquire_owned().await {
-                            if leased(d.lease_until, clock.now_ms()) {
-                                let _ = done.send(attempt(&client, &d, &settings, &clock).await);
-                            }
-                        }
-                    }
-                    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
-                    let id = &d.endpoint.webhook_id;
-                    let left = map.get_mut(id).map(|e| {
-                        e.held -= 1;
-                        e.held
-                    });
-                    if left == Some(0) {
-                        map.remove(id);
-                    }
-                    drop(map);
-                    // Down to the refill mark: room to claim a round's worth at once.
-                    if left == Some(depth / 2) || left == Some(0) {
-                        wake.notify_one();
-                    }
-                });
+                attempts.hold(&d.endpoint.webhook_id, 1);
+                attempts.start(d);
             }
             if claimed.more {
                 continue;
             }
             // Sleep until woken, until the next retry is due, or for the idle poll.
-            let nap = match self.store.next_delivery_due().await {
+            let nap = match store.next_delivery_due().await {
                 Ok(Some(at)) => {
-                    Duration::from_millis(u64::try_from(at - self.clock.now_ms()).unwrap_or(0))
+                    Duration::from_millis(u64::try_from(at - attempts.clock.now_ms()).unwrap_or(0))
                         .min(IDLE_POLL)
                 }
                 _ => IDLE_POLL,
             };
             tokio::select! {
-                _ = self.wake.notified() => {}
+                _ = wake.notified() => {}
                 _ = tokio::time::sleep(nap.max(Duration::from_millis(5))) => {}
                 _ = shutdown.changed() => {}
             }
         }
-        drop(done_tx);
+        // The recorder ends once the attempts in flight and the handoff let go of it.
+        drop(attempts);
         let _ = recorder.await;
     }
+}
 
-    /// One round of claims: for each endpoint with due deliveries that holds at most
-    /// half its depth, enough to fill it, within [`CLAIM_BATCH`] and the total bound of
-    /// held deliveries. Claiming only from half-empty endpoints keeps claims large: one
-    /// store write per half-depth of attempts rather than one per attempt.
-    async fn claim(
-        &self,
-        endpoints: &Mutex<HashMap<String, Endpoint>>,
-        turn: usize,
-    ) -> Result<Claimed, crate::store::StoreError> {
-        let now = self.clock.now_ms();
-        let due = self.store.due_endpoints(now).await?;
-        let depth = self.settings.per_endpoint * DEPTH;
-        let (wants, more) = {
-            let map = endpoints.lock().unwrap_or_else(|p| p.into_inner());
-            let total: usize = map.values().map(|e| e.held).sum();
-            let room = (self.settings.max_in_flight * DEPTH).saturating_sub(total);
-            let mut budget = CLAIM_BATCH.min(room);
-            let mut wants = Vec::new();
-            let mut more = false;
-            for i in 0..due.len() {
-                let e = &due[(turn + i) % due.len()];
-                let held = map.get(&e.webhook_id).map_or(0, |x| x.held);
-                if held > depth / 2 {
-                    continue;
-                }
-                if budget == 0 {
-                    // Out of this round's batch: go again at once. Out of total room:
-                    // wait for attempts to end.
-                    more = room > CLAIM_BATCH;
-                    break;
-                }
-                let want = (depth - held).min(budget);
-                budget -= want;
-                wants.push((Arc::new(e.clone()), want));
+/// One round of claims: for each endpoint with due deliveries that holds at most half
+/// its depth, enough to fill it, within [`CLAIM_BATCH`] and the total bound of held
+/// deliveries. Claiming only from half-empty endpoints keeps claims large: one store
+/// write per half-depth of attempts rather than one per attempt.
+async fn claim(
+    store: &Store,
+    attempts: &Attempts,
+    turn: usize,
+) -> Result<Claimed, crate::store::StoreError> {
+    let now = attempts.clock.now_ms();
+    let due = store.due_endpoints(now).await?;
+    let depth = attempts.depth();
+    let (wants, more) = {
+        let map = attempts.endpoints();
+        let total: usize = map.values().map(|e| e.held).sum();
+        let room = (attempts.settings.max_in_flight * DEPTH).saturating_sub(total);
+        let mut budget = CLAIM_BATCH.min(room);
+        let mut wants = Vec::new();
+        let mut more = false;
+        for i in 0..due.len() {
+            let e = &due[(turn + i) % due.len()];
+            let held = map.get(&e.webhook_id).map_or(0, |x| x.held);
+            if held > depth / 2 {
+                continue;
             }
-            (wants, more)
-        };
-        if wants.is_empty() {
-            return Ok(Claimed {
-                deliveries: Vec::new(),
-                more: false,
-            });
+            if budget == 0 {
+                // Out of this round's batch: go again at once. Out of total room:
+                // wait for attempts to end.
+                more = room > CLAIM_BATCH;
+                break;
+            }
+            let want = (depth - held).min(budget);
+            budget -= want;
+            wants.push((Arc::new(e.clone()), want));
         }
-        let deliveries = self
-            .store
-            .claim_deliveries(now, now + LEASE.as_millis() as i64, &wants)
-            .await?;
-        Ok(Claimed { deliveries, more })
+        (wants, more)
+    };
+    if wants.is_empty() {
+        return Ok(Claimed {
+            deliveries: Vec::new(),
+            more: false,
+        });
+    }
+    let deliveries = store
+        .claim_deliveries(now, now + LEASE.as_millis() as i64, &wants)
+        .await?;
+    Ok(Claimed { deliveries, more })
+}
+
+impl Attempts {
+    /// Deliveries held per subscription, in flight or waiting for a slot.
+    fn depth(&self) -> usize {
+        self.settings.per_endpoint * DEPTH
+    }
+
+    fn endpoints(&self) -> std::sync::MutexGuard<'_, HashMap<String, Endpoint>> {
+        self.endpoints.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `n` more deliveries held for `webhook_id`.
+    fn hold(&self, webhook_id: &str, n: usize) {
+        let mut map = self.endpoints();
+        let e = map
+            .entry(webhook_id.to_owned())
+            .or_insert_with(|| Endpoint {
+                slots: Arc::new(Semaphore::new(self.settings.per_endpoint)),
+                held: 0,
+            });
+        e.held += n;
+    }
+
+    /// Counts `n` deliveries of `webhook_id` no longer held; wakes the sender when the
+    /// subscription is down to its refill mark, with room to claim a round's worth.
+    fn let_go(&self, webhook_id: &str, n: usize) {
+        let mut map = self.endpoints();
+        let left = map.get_mut(webhook_id).map(|e| {
+            e.held = e.held.saturating_sub(n);
+            e.held
+        });
+        if left == Some(0) {
+            map.remove(webhook_id);
+        }
+        drop(map);
+        if left == Some(self.depth() / 2) || left == Some(0) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Attempts `d`, held already, once its subscription and the sender have a slot.
+    fn start(self: &Arc<Self>, d: DueDelivery) {
+        let slots = self
+            .endpoints()
+            .get(&d.endpoint.webhook_id)
+            .map(|e| e.slots.clone());
+        let this = self.clone();
+        tokio::spawn(async move {
+            // Endpoint first: a delivery waiting for its endpoint holds no global slot.
+            if let Some(slots) = slots {
+                if let Ok(_endpoint) = slots.acquire_owned().await {
+                    if let Ok(_slot) = this.global.clone().acquire_owned().await {
+                        if leased(d.lease_until, this.clock.now_ms()) {
+                            let outcome =
+                                attempt(&this.client, &d, &this.settings, &this.clock).await;
+                            let _ = this.done.send(outcome);
+                        }
+                    }
+                }
+            }
+            this.let_go(&d.endpoint.webhook_id, 1);
+        });
+    }
+}
+
+/// The webhook stage's way to the sender of its process: deliveries it queues already
+/// claimed, with the sender's lease, start at once instead of waiting for the sender's
+/// next claim (a second turn on the store's writer, and a wake-up). Room is reserved
+/// before the rows are written and let go if they are not.
+#[derive(Debug, Clone, Default)]
+pub struct Handoff(std::sync::Weak<Attempts>);
+
+/// Room reserved at the sender for some of a batch's deliveries. Each place is given to
+/// a delivery ([`Reserved::take`]), whose row is written with the lease, and then
+/// started once the row is committed ([`Reserved::start`]); places not started are let
+/// go when this is dropped (rows not written, or written before by a redelivery).
+#[derive(Debug)]
+pub struct Reserved {
+    attempts: Option<Arc<Attempts>>,
+    /// Places per subscription not yet given to a delivery.
+    free: HashMap<String, usize>,
+    /// Places per subscription not yet started.
+    held: HashMap<String, usize>,
+    /// The lease the deliveries given a place are written with (Unix ms).
+    pub lease_until: i64,
+}
+
+impl Handoff {
+    /// Reserves room for up to `want` deliveries of each subscription, as a claim would
+    /// take them: a subscription that holds more than half its depth gets none.
+    pub fn reserve<'a>(&self, wants: impl IntoIterator<Item = (&'a str, usize)>) -> Reserved {
+        let mut reserved = Reserved {
+            attempts: self.0.upgrade(),
+            free: HashMap::new(),
+            held: HashMap::new(),
+            lease_until: 0,
+        };
+        let Some(attempts) = &reserved.attempts else {
+            return reserved;
+        };
+        let depth = attempts.depth();
+        for (webhook_id, want) in wants {
+            let now = attempts.endpoints().get(webhook_id).map_or(0, |e| e.held);
+            if now > depth / 2 {
+                continue;
+            }
+            let n = want.min(depth - now);
+            if n > 0 {
+                attempts.hold(webhook_id, n);
+                *reserved.free.entry(webhook_id.to_owned()).or_default() += n;
+                *reserved.held.entry(webhook_id.to_owned()).or_default() += n;
+            }
+        }
+        reserved.lease_until = attempts.clock.now_ms() + LEASE.as_millis() as i64;
+        reserved
+    }
+}
+
+impl Reserved {
+    /// Gives a place to a delivery of `webhook_id`, if one is left: write it with
+    /// [`Self::lease_until`].
+    pub fn take(&mut self, webhook_id: &str) -> bool {
+        taken(&mut self.free, webhook_id)
+    }
+
+    /// Starts the attempt of a delivery that took a place and whose row, written with
+    /// the lease, is committed; the place is its own until the attempt ends.
+    pub fn start(&mut self, d: DueDelivery) {
+        if let Some(attempts) = &self.attempts {
+            if taken(&mut self.held, &d.endpoint.webhook_id) {
+                attempts.start(d);
+            }
+        }
+    }
+}
+
+/// Takes one of the places counted for `webhook_id`, if any is left.
+fn taken(places: &mut HashMap<String, usize>, webhook_id: &str) -> bool {
+    match places.get_mut(webhook_id) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if let Some(attempts) = &self.attempts {
+            for (webhook_id, n) in &self.held {
+                if *n > 0 {
+                    attempts.let_go(webhook_id, *n);
+                }
+            }
+        }
     }
 }
 

@@ -21,9 +21,7 @@ pub mod accumulators;
 pub mod settle;
 pub mod twins;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
+use super::passed::Passed;
 use super::runner::{by_topic, decode_all, encode, message, Outputs, Stage, StageError};
 use crate::bus::{Bus, Consumer, Message, Record, TopicSpec};
 use crate::model::{Decision, EventKind, Written, WRITTEN_PREFIX};
@@ -41,7 +39,8 @@ pub struct Snapshot {
     /// outside the chain that the stage writes goes back onto `claims.decided` as
     /// written, for `claims replay` (see [`twins`]).
     pub twins: bool,
-    /// Progress over batches of written decisions alone, not committed yet.
+    /// Progress over batches of written decisions alone, not committed yet (see
+    /// [`super::passed`]).
     pub passed: Passed,
 }
 
@@ -69,15 +68,9 @@ impl Stage for Snapshot {
             return Ok(());
         }
         let outputs = self.handle(batch).await?;
-        let mut passed = self.passed.take();
-        let done = if passed.is_empty() {
-            batch
-        } else {
-            passed.extend(batch.iter().map(Passed::mark));
-            &passed
-        };
+        let done = self.passed.with(batch);
         consumer
-            .publish_and_commit(&by_topic(outputs), done)
+            .publish_and_commit(&by_topic(outputs), &done)
             .await?;
         Ok(())
     }
@@ -89,56 +82,6 @@ impl Stage for Snapshot {
             return self.write(&batch).await;
         }
         self.write(batch).await
-    }
-}
-
-/// The group's progress over batches of the fused chain's written decisions alone,
-/// which ask nothing of the store. With the chain in this process every batch it
-/// commits puts one such batch on `claims.decided`, and committing the stage's offsets
-/// past each took the one writer for a transaction of its own: a third of the writes
-/// when claims come one at a time, in the queue before the next intake. Their
-/// progress is committed with the next batch that has work, or once `PASSED_FOR` has
-/// gone by. A crash before then reads them again, and passes them again.
-#[derive(Debug, Clone, Default)]
-pub struct Passed {
-    /// Per partition, the last record passed, without its value.
-    marks: HashMap<u32, Record>,
-    /// When the first of them was passed.
-    since: Option<Instant>,
-}
-
-/// How long progress over written decisions waits for a batch with work.
-const PASSED_FOR: Duration = Duration::from_secs(1);
-
-impl Passed {
-    /// Notes `batch` passed; `false` when it is time to commit instead.
-    fn defer(&mut self, batch: &[Record]) -> bool {
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= PASSED_FOR {
-            return false;
-        }
-        for r in batch {
-            self.marks.insert(r.partition, Self::mark(r));
-        }
-        true
-    }
-
-    /// The records passed so far, to commit with the next batch; forgets them.
-    fn take(&mut self) -> Vec<Record> {
-        self.since = None;
-        self.marks.drain().map(|(_, r)| r).collect()
-    }
-
-    /// What committing past `r` needs of it: where it is.
-    fn mark(r: &Record) -> Record {
-        Record {
-            topic: r.topic.clone(),
-            partition: r.partition,
-            offset: r.offset,
-            key: String::new(),
-            value: Vec::new(),
-            timestamp_ms: r.timestamp_ms,
-        }
     }
 }
 
@@ -289,39 +232,5 @@ mod tests {
             want.map(|(k, e)| (k.to_owned(), e.to_owned())),
             "a decision that lost to an earlier one announces nothing"
         );
-    }
-
-    fn written(partition: u32, offset: i64) -> Record {
-        Record {
-            topic: "claims.decided".into(),
-            partition,
-            offset,
-            key: "acme/m1".into(),
-            value: WRITTEN_PREFIX.to_vec(),
-            timestamp_ms: 0,
-        }
-    }
-
-    #[test]
-    fn written_decisions_are_passed_then_committed_from_where_each_partition_stopped() {
-        let mut passed = Passed::default();
-        assert!(passed.defer(&[written(0, 4), written(0, 5), written(3, 9)]));
-        assert!(passed.defer(&[written(0, 6)]));
-        let mut marks: Vec<(u32, i64)> = passed
-            .take()
-            .iter()
-            .map(|r| (r.partition, r.offset))
-            .collect();
-        marks.sort();
-        assert_eq!(marks, [(0, 6), (3, 9)]);
-        assert!(passed.take().is_empty(), "taken once");
-    }
-
-    #[test]
-    fn written_decisions_passed_long_enough_ago_are_committed() {
-        let mut passed = Passed::default();
-        assert!(passed.defer(&[written(1, 1)]));
-        passed.since = Instant::now().checked_sub(PASSED_FOR);
-        assert!(!passed.defer(&[written(1, 2)]), "time to commit");
     }
 }
