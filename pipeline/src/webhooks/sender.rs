@@ -15,6 +15,9 @@
 //!   redirect and resolves names through the SSRF guard.
 //! - Outcomes are written in batches by one recorder task, so the store sees a few
 //!   transactions per second rather than one per attempt.
+//! - The webhook stage (and the fused chain) of this process hand deliveries over
+//!   already leased, through a [`Handoff`], within the same per-subscription depth:
+//!   they start without waiting for a claim.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -282,15 +285,18 @@ impl Attempts {
     /// subscription is down to its refill mark, with room to claim a round's worth.
     fn let_go(&self, webhook_id: &str, n: usize) {
         let mut map = self.endpoints();
-        let left = map.get_mut(webhook_id).map(|e| {
-            e.held = e.held.saturating_sub(n);
-            e.held
-        });
-        if left == Some(0) {
+        let Some(e) = map.get_mut(webhook_id) else {
+            return;
+        };
+        let before = e.held;
+        e.held = before.saturating_sub(n);
+        let left = e.held;
+        if left == 0 {
             map.remove(webhook_id);
         }
         drop(map);
-        if left == Some(self.depth() / 2) || left == Some(0) {
+        let mark = self.depth() / 2;
+        if (before > mark && left <= mark) || left == 0 {
             self.wake.notify_one();
         }
     }
@@ -584,6 +590,59 @@ async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attempts(per_endpoint: usize) -> Arc<Attempts> {
+        let settings = SenderSettings {
+            per_endpoint,
+            ..SenderSettings::default()
+        };
+        Arc::new(Attempts {
+            client: reqwest::Client::new(),
+            settings,
+            clock: Clock::default(),
+            global: Arc::new(Semaphore::new(settings.max_in_flight)),
+            endpoints: Mutex::default(),
+            done: mpsc::unbounded_channel().0,
+            wake: Arc::default(),
+        })
+    }
+
+    fn held(attempts: &Attempts, webhook_id: &str) -> usize {
+        attempts.endpoints().get(webhook_id).map_or(0, |e| e.held)
+    }
+
+    #[test]
+    fn a_handoff_takes_no_more_than_a_claim_would_and_lets_go_what_it_does_not_start() {
+        let attempts = attempts(2);
+        let depth = attempts.depth();
+        let handoff = Handoff(Arc::downgrade(&attempts));
+        let mut reserved = handoff.reserve([("wh_a", depth + 5), ("wh_b", 3)]);
+        assert_eq!(held(&attempts, "wh_a"), depth, "never beyond the depth");
+        assert_eq!(held(&attempts, "wh_b"), 3);
+        assert!(reserved.lease_until >= attempts.clock.now_ms() + LEASE.as_millis() as i64 - 1_000);
+        assert!(reserved.take("wh_b") && reserved.take("wh_b") && reserved.take("wh_b"));
+        assert!(!reserved.take("wh_b"), "three places, three deliveries");
+        assert!(
+            !reserved.take("wh_c"),
+            "no place for a subscription not asked for"
+        );
+        // A subscription past half its depth gets nothing more, as with a claim.
+        let more = handoff.reserve([("wh_a", 1)]);
+        assert!(more.held.is_empty());
+        drop((reserved, more));
+        assert_eq!(held(&attempts, "wh_a"), 0, "places not started are let go");
+        assert_eq!(held(&attempts, "wh_b"), 0);
+        assert!(attempts.endpoints().is_empty());
+    }
+
+    #[test]
+    fn a_handoff_without_its_sender_reserves_nothing() {
+        let attempts = attempts(2);
+        let handoff = Handoff(Arc::downgrade(&attempts));
+        drop(attempts);
+        let mut reserved = handoff.reserve([("wh_a", 4)]);
+        assert!(!reserved.take("wh_a"), "deliveries are queued due instead");
+    }
 
     #[test]
     fn an_attempt_starts_only_with_room_for_its_time_out_and_its_record() {
