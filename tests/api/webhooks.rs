@@ -26,6 +26,7 @@ crate::all_backends!(
     no_answer_within_5_seconds_is_a_failure,
     a_restart_in_the_middle_of_a_schedule_neither_loses_nor_hastens_an_attempt,
     deleting_a_subscription_stops_its_deliveries,
+    a_delivery_is_queued_once_and_only_for_an_enabled_subscription,
     a_dead_endpoint_does_not_slow_another_tenants_deliveries,
     subscriptions_are_validated_and_private_targets_refused,
     subscriptions_can_be_read_changed_and_deleted_by_their_tenant_only,
@@ -541,6 +542,54 @@ async fn deleting_a_subscription_stops_its_deliveries(b: Backend) {
         .get(&format!("/webhooks/{webhook_id}/deliveries"), &s.access)
         .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}
+
+/// What the webhook stage and the fused chain start is what the store says it queued
+/// now: a redelivered event's delivery, queued before, starts no second attempt, and a
+/// subscription deleted or paused since it was read gets nothing.
+async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backend) {
+    let app = app(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[]).await;
+    let webhook_id = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    // Leased far ahead, so that no sender takes the rows: only the queueing is tested.
+    let delivery = |id: &str, webhook_id: &str| pipeline::store::NewDelivery {
+        delivery_id: id.into(),
+        tenant_id: "acme".into(),
+        webhook_id: webhook_id.into(),
+        event_id: format!("evt_{id}"),
+        event: "claim.completed".into(),
+        payload: "{}".into(),
+        leased_until: Some(i64::MAX / 2),
+    };
+    let queued = app
+        .store
+        .enqueue_deliveries(&[delivery("dlv_a", &webhook_id), delivery("dlv_b", "wh_gone")])
+        .await
+        .unwrap();
+    assert_eq!(queued.into_iter().collect::<Vec<_>>(), ["dlv_a"]);
+    let again = app
+        .store
+        .enqueue_deliveries(&[delivery("dlv_a", &webhook_id)])
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "queued before: nothing new to start");
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{webhook_id}"),
+            Some(&s.access),
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let paused = app
+        .store
+        .enqueue_deliveries(&[delivery("dlv_c", &webhook_id)])
+        .await
+        .unwrap();
+    assert!(paused.is_empty(), "nothing for a paused subscription");
+    assert!(rx.hits().is_empty());
 }
 
 async fn a_dead_endpoint_does_not_slow_another_tenants_deliveries(b: Backend) {
