@@ -218,12 +218,7 @@ impl Commit {
                 fanned
                     .deliveries
                     .retain(|d| published.contains(d.event_id.as_str()));
-                let reserved = w.reserve(&mut fanned.deliveries);
-                let queued = w
-                    .store
-                    .enqueue_deliveries_in(&mut tx, &fanned.deliveries)
-                    .await?;
-                Some((w, fanned, reserved, queued))
+                Some(w.queue_in(&mut tx, fanned).await?)
             }
             _ => None,
         };
@@ -234,8 +229,8 @@ impl Commit {
             .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
         self.writer.finish(tx, outputs).await?;
-        if let Some((w, fanned, reserved, queued)) = queued {
-            w.hand_over(fanned, reserved, &queued);
+        if let Some(queued) = queued {
+            queued.hand_over();
         }
         Ok(())
     }

@@ -125,31 +125,23 @@ impl Stage for Dispatch {
         if out.is_empty() && fanned.deliveries.is_empty() && self.passed.defer(batch) {
             return Ok(());
         }
-        let reserved = self.deliveries.reserve(&mut fanned.deliveries);
         let handled = started.elapsed();
         let (writer, outputs, done) = (embedded.writer(), by_topic(out), self.passed.with(batch));
         let mut tx = writer.begin().await?;
-        let queued = self
-            .deliveries
-            .store
-            .enqueue_deliveries_in(&mut tx, &fanned.deliveries)
-            .await?;
+        let queued = self.deliveries.queue_in(&mut tx, fanned).await?;
         writer.publish_in(&mut tx, &outputs, &done).await?;
         writer.finish(tx, &outputs).await?;
         tracing::debug!(stage = self.name(), records = batch.len(), ?handled, committed = ?started.elapsed() - handled, "Batch done.");
-        self.deliveries.hand_over(fanned, reserved, &queued);
+        queued.hand_over();
         Ok(())
     }
 
     async fn handle(&mut self, batch: &[Record]) -> Result<Outputs, StageError> {
-        let (out, mut fanned) = self.fan_out(batch).await?;
-        let reserved = self.deliveries.reserve(&mut fanned.deliveries);
-        let queued = self
-            .deliveries
-            .store
-            .enqueue_deliveries(&fanned.deliveries)
-            .await?;
-        self.deliveries.hand_over(fanned, reserved, &queued);
+        let (out, fanned) = self.fan_out(batch).await?;
+        let mut tx = self.deliveries.store.begin_write().await?;
+        let queued = self.deliveries.queue_in(&mut tx, fanned).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        queued.hand_over();
         Ok(out)
     }
 }
@@ -212,40 +204,68 @@ impl Deliveries {
         Ok(fanned)
     }
 
-    /// Reserves the sender's room for `deliveries`, and marks those it has room for to
-    /// be written with its lease; the others are queued due, for it to claim.
-    pub fn reserve(&self, deliveries: &mut [NewDelivery]) -> Reserved {
+    /// Queues `fanned` in `tx`: those the sender has room for written with its lease,
+    /// the others due, for it to claim. Hand them over once `tx` commits.
+    pub async fn queue_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        mut fanned: FannedOut,
+    ) -> Result<Queued, StoreError> {
         let mut wants: HashMap<&str, usize> = HashMap::new();
-        for d in deliveries.iter() {
+        for d in &fanned.deliveries {
             *wants.entry(d.webhook_id.as_str()).or_default() += 1;
         }
         let mut reserved = self.handoff.reserve(wants);
-        for d in deliveries.iter_mut() {
+        for d in &mut fanned.deliveries {
             if reserved.take(&d.webhook_id) {
                 d.leased_until = Some(reserved.lease_until);
             }
         }
-        reserved
+        let written = self
+            .store
+            .enqueue_deliveries_in(tx, &fanned.deliveries)
+            .await?;
+        Ok(Queued {
+            fanned,
+            reserved,
+            written,
+            wake: self.queued.clone(),
+        })
     }
+}
 
-    /// After the deliveries are committed (`queued`, those written now): those written
-    /// with the sender's lease start their attempts; if any were queued due, the sender
-    /// is woken to claim them.
-    pub fn hand_over(&self, fanned: FannedOut, mut reserved: Reserved, queued: &HashSet<String>) {
-        let FannedOut {
-            deliveries,
-            endpoints,
-        } = fanned;
+/// Deliveries queued in a transaction, to hand over once it commits (dropped unhanded,
+/// their room at the sender is let go).
+#[derive(Debug)]
+#[must_use]
+pub struct Queued {
+    fanned: FannedOut,
+    reserved: Reserved,
+    /// The deliveries written now (not queued before by a redelivered event).
+    written: HashSet<String>,
+    wake: Arc<Notify>,
+}
+
+impl Queued {
+    /// Those written with the sender's lease start their attempts; if any were written
+    /// due, the sender is woken to claim them.
+    pub fn hand_over(self) {
+        let Queued {
+            fanned,
+            mut reserved,
+            written,
+            wake,
+        } = self;
         let mut due = false;
-        for d in deliveries {
-            if !queued.contains(&d.delivery_id) {
+        for d in fanned.deliveries {
+            if !written.contains(&d.delivery_id) {
                 continue;
             }
             let Some(lease_until) = d.leased_until else {
                 due = true;
                 continue;
             };
-            let Some(endpoint) = endpoints.get(&d.webhook_id) else {
+            let Some(endpoint) = fanned.endpoints.get(&d.webhook_id) else {
                 continue;
             };
             reserved.start(DueDelivery {
@@ -261,7 +281,7 @@ impl Deliveries {
             });
         }
         if due {
-            self.queued.notify_one();
+            wake.notify_one();
         }
     }
 }
