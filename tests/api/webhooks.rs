@@ -967,6 +967,11 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
     let watcher = Receiver::start(&[]).await;
     let dead_id = subscribe(&app, &s, &dead.url(), &["claim.completed"], "secret").await;
     subscribe(&app, &s, &watcher.url(), &["webhook.disabled"], "other").await;
+    // Told of every completion: once it has a claim's event, that event's deliveries
+    // were queued for every subscription (one transaction), so the dead one's fate
+    // for it is settled.
+    let live = Receiver::start(&[]).await;
+    subscribe(&app, &s, &live.url(), &["claim.completed"], "live").await;
     for i in 0..6 {
         submit(&app, &s, claim(&format!("CLM-D{i}"))).await;
     }
@@ -1038,7 +1043,16 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
     // Disabled, it gets nothing, however many claims complete.
     let before = dead.hits().len();
     submit(&app, &s, claim("CLM-D7")).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !live
+        .hits()
+        .iter()
+        .any(|h| h.json()["data"]["claim_id"] == "CLM-D7")
+    {
+        assert!(Instant::now() < deadline, "CLM-D7 never completed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         dead.hits().len(),
         before,
