@@ -83,7 +83,8 @@ async fn run() {
     };
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
+    let bin = support::claims_bin();
+    let bin = bin.as_str();
     let envs = service_envs(&dir, port, "bench");
     create_bench_user(
         bin,

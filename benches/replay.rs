@@ -37,7 +37,8 @@ async fn run() {
     } = service;
     child.kill().unwrap();
     child.wait().unwrap();
-    let bin = env!("CARGO_BIN_EXE_claims");
+    let bin = support::claims_bin();
+    let bin = bin.as_str();
 
     let into = std::env::var("BENCH_REPLAY_INTO")
         .unwrap_or_else(|_| format!("sqlite://{}", temp.path().join("rebuilt.db").display()));

@@ -23,7 +23,8 @@ async fn main() {
     let temp = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
-    let bin = env!("CARGO_BIN_EXE_claims");
+    let bin = support::claims_bin();
+    let bin = bin.as_str();
     let envs: Vec<(String, String)> = [
         ("CLAIMS_DATA_DIR", temp.path().display().to_string()),
         ("CLAIMS_HTTP_ADDR", format!("127.0.0.1:{port}")),

@@ -65,6 +65,12 @@ pub fn claims_to_send() -> usize {
 /// of their own where a bench measures them, so that their rate is measured apart.
 pub const DECIDING: &str = "api,validate,rules,fraud,decide,snapshot";
 
+/// The service's binary: this build's, or `BENCH_CLAIMS_BIN` to run another build under
+/// the same bench (an old build against a new one, alternating).
+pub fn claims_bin() -> String {
+    std::env::var("BENCH_CLAIMS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_claims").to_owned())
+}
+
 /// Starts `claims serve --stages {stages}` with `envs`, its log on this process's
 /// standard error.
 pub fn serve(bin: &str, envs: &[(String, String)], stages: &str) -> std::process::Child {
@@ -549,10 +555,7 @@ pub async fn start_service(prefix: &str, stages: &str, extra: &[(&str, String)])
     let temp = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
-    // BENCH_CLAIMS_BIN runs another build of the service under the same bench: an old
-    // build against a new one, alternating.
-    let bin = std::env::var("BENCH_CLAIMS_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_claims").to_owned());
+    let bin = claims_bin();
     let bin = bin.as_str();
     let mut envs = service_envs(temp.path(), port, prefix);
     envs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
