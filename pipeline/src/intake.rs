@@ -128,7 +128,9 @@ async fn accept_ready(
             submission: &r.submission,
         })
         .collect();
+    let asked = std::time::Instant::now();
     let mut tx = store.begin_write().await?;
+    let taken = std::time::Instant::now();
     let inserted = store.insert_claims_in(&mut tx, &new_claims, now).await?;
     let mut inserted = inserted.into_iter();
     let mut admitted: Vec<Admitted> = first
@@ -167,7 +169,9 @@ async fn accept_ready(
     // claims were inserted just now, so the records are new.
     let entries: Vec<&PreparedEntry> = entries.iter().collect();
     store.append_new_audit_in(&mut tx, &entries).await?;
+    let written = std::time::Instant::now();
     tx.commit().await?;
+    tracing::debug!(waited = ?(taken - asked), writing = ?(written - taken), syncing = ?written.elapsed(), "Intake written.");
     bus.wake(&topic.name);
     Ok(admitted)
 }

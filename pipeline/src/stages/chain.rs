@@ -201,7 +201,9 @@ impl Commit {
             None => None,
         };
         // Reads first; the decisions' own rows last, as they lock the audit chain's head.
+        let asked = std::time::Instant::now();
         let mut tx = self.writer.begin().await?;
+        let taken = std::time::Instant::now();
         let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
         let outputs = held_only(&self.outputs, &self.events_of, &check.held);
         let outputs = outputs.as_deref().unwrap_or(&self.outputs);
@@ -228,7 +230,9 @@ impl Commit {
         self.store
             .write_checked_decisions_in(&mut tx, &prepared, &check)
             .await?;
+        let written = std::time::Instant::now();
         self.writer.finish(tx, outputs).await?;
+        tracing::debug!(stage = "chain", waited = ?(taken - asked), writing = ?(written - taken), syncing = ?written.elapsed(), "Batch written.");
         if let Some(queued) = queued {
             queued.hand_over();
         }

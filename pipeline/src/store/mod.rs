@@ -233,9 +233,11 @@ const READER_CACHE_KIB: u32 = 2 * 1024;
 /// of 4 KiB made every batch write several pages per claim: a claim's rows (its snapshot,
 /// its records on the bus, its audit records) are a few hundred bytes to a few KiB each,
 /// and each commit wrote, checksummed and synced every page it dirtied with one call
-/// apiece. Larger pages halved the pipeline's commits; 64 KiB gained nothing more and
-/// slowed small commits (measurements: docs/decisions.md, "The embedded log").
-const PAGE_SIZE: u32 = 32 * 1024;
+/// apiece. Larger pages halved the pipeline's commits; 32 KiB and 64 KiB gained no
+/// throughput over 16 KiB, while at a steady rate, where commits are small and each
+/// dirtied page is written whole, they made every commit and so every wait for the
+/// writer longer (measurements: docs/decisions.md, "The embedded log").
+const PAGE_SIZE: u32 = 16 * 1024;
 /// Write-ahead log pages after which a commit checkpoints by itself (64 MiB): only a
 /// backstop, since `serve` checkpoints on a connection of its own.
 const WRITER_CHECKPOINT_PAGES: u32 = 64 * 1024 * 1024 / PAGE_SIZE;

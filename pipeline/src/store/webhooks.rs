@@ -746,7 +746,9 @@ impl Store {
         if outcomes.is_empty() {
             return Ok(());
         }
+        let asked = std::time::Instant::now();
         let mut tx = self.writer().begin().await?;
+        let taken = std::time::Instant::now();
         for chunk in outcomes.chunks(ROWS_PER_STATEMENT) {
             // The attempt log: tenant and subscription come from the delivery row.
             let sql = format!(
@@ -851,7 +853,9 @@ impl Store {
             };
             q.bind(webhook_id).execute(&mut *tx).await?;
         }
+        let written = std::time::Instant::now();
         tx.commit().await?;
+        tracing::debug!(n = outcomes.len(), waited = ?(taken - asked), writing = ?(written - taken), syncing = ?written.elapsed(), "Attempts written.");
         Ok(())
     }
 
