@@ -127,6 +127,36 @@ impl Receiver {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// Waits until an event of `claim_id` arrived.
+    async fn wait_for_claim(&self, claim_id: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self
+            .hits()
+            .iter()
+            .any(|h| h.json()["data"]["claim_id"] == claim_id)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{claim_id} was not delivered within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Enables or disables a subscription.
+async fn set_enabled(app: &TestApp, s: &Session, webhook_id: &str, enabled: bool) -> Value {
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/webhooks/{webhook_id}"),
+            Some(&s.access),
+            Some(json!({ "enabled": enabled })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    r.body
 }
 
 /// A service whose webhooks may reach the receiver on loopback.
@@ -574,15 +604,7 @@ async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backe
         .await
         .unwrap();
     assert!(again.is_empty(), "queued before: nothing new to start");
-    let r = app
-        .call(
-            Method::PATCH,
-            &format!("/webhooks/{webhook_id}"),
-            Some(&s.access),
-            Some(json!({"enabled": false})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    set_enabled(&app, &s, &webhook_id, false).await;
     let paused = app
         .store
         .enqueue_deliveries(&[delivery("dlv_c", &webhook_id)])
@@ -1043,15 +1065,7 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
     // Disabled, it gets nothing, however many claims complete.
     let before = dead.hits().len();
     submit(&app, &s, claim("CLM-D7")).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !live
-        .hits()
-        .iter()
-        .any(|h| h.json()["data"]["claim_id"] == "CLM-D7")
-    {
-        assert!(Instant::now() < deadline, "CLM-D7 never completed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    live.wait_for_claim("CLM-D7", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         dead.hits().len(),
@@ -1060,16 +1074,8 @@ async fn an_endpoint_failing_for_a_day_is_disabled_announced_and_resumes_when_en
     );
 
     // Enabled again.
-    let r = app
-        .call(
-            Method::PATCH,
-            &format!("/webhooks/{dead_id}"),
-            Some(&s.access),
-            Some(json!({"enabled": true})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    assert!(r.body.get("disabled_reason").is_none(), "{}", r.body);
+    let w = set_enabled(&app, &s, &dead_id, true).await;
+    assert!(w.get("disabled_reason").is_none(), "{w}");
     // Its retry that was waiting goes out, and so do new events; the events of its
     // disabled time were not queued for it.
     submit(&app, &s, claim("CLM-D8")).await;
@@ -1156,18 +1162,9 @@ async fn a_replay_since_an_outage_delivers_each_event_once_in_order_and_slows_no
         let sent = Instant::now();
         let id = format!("CLM-L{i}");
         submit(&app, &s, claim(&id)).await;
-        let deadline = sent + Duration::from_secs(5);
-        while !live
-            .hits()
-            .iter()
-            .any(|h| h.json()["data"]["claim_id"] == id.as_str())
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{id} was not delivered live within 5 s"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        // Within 5 s of being sent.
+        let left = Duration::from_secs(5).saturating_sub(sent.elapsed());
+        live.wait_for_claim(&id, left).await;
     }
     let replayed = |hits: Vec<Hit>| -> Vec<Hit> {
         hits.into_iter()
