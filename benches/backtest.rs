@@ -1,10 +1,13 @@
 //! Backtest throughput (issue 34): decides N claims (default 100,000) through the
 //! pipeline of a release build on the embedded default, then backtests the 50-rule
 //! draft of the rule-engine benchmark over all of them and prints claims per second of
-//! the backtest, with the service's CPU for it. `scripts/bench-backtest` runs
-//! `scripts/bench-rules` in the same run and prints the ratio of the two rates.
+//! the backtest, with the service's CPU for it. Given the rule-engine benchmark's
+//! executable (`BENCH_RULES_BIN`, which `scripts/bench-backtest` builds), it measures the
+//! rule engine's rate on one core just before each round and prints each round's ratio
+//! of the two rates and their median.
 #![allow(clippy::print_stdout, clippy::unwrap_used)] // a benchmark prints its figures
 
+use std::process::Command;
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -45,7 +48,9 @@ async fn run() {
         .unwrap_or(3)
         .max(1);
     let mut results = Vec::with_capacity(rounds);
+    let mut ratios = Vec::with_capacity(rounds);
     for round in 1..=rounds {
+        let engine = rule_engine_rate();
         let cpu = CpuMark::now(child);
         let started = Instant::now();
         let r = client
@@ -65,6 +70,11 @@ async fn run() {
             n as f64 / secs,
             used * 1e6 / n as f64
         );
+        if let Some(engine) = engine {
+            let ratio = n as f64 / secs / engine;
+            println!("round {round}: rule engine {engine:.0} evaluations/s just before; backtest / rule engine {ratio:.3}");
+            ratios.push(ratio);
+        }
         results.push((secs, used, report["changed"].clone()));
     }
     results.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -74,6 +84,35 @@ async fn run() {
         n as f64 / secs,
         used * 1e6 / n as f64,
     );
+    if !ratios.is_empty() {
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "backtest / rule engine: {:.2} (median of {} rounds, each against the rule engine measured just before it; goal: at least 0.25)",
+            ratios[ratios.len() / 2],
+            ratios.len()
+        );
+    }
     service.child.kill().unwrap();
     service.child.wait().unwrap();
+}
+
+/// The rule engine's planned rate on one core, from the rule-engine benchmark's
+/// executable (`BENCH_RULES_BIN`) run for a second: measured next to each round, as the
+/// shared machine's speed moves by half between minutes, so a ratio of two figures
+/// taken a minute apart says more about the machine than about the backtest.
+fn rule_engine_rate() -> Option<f64> {
+    let bin = std::env::var("BENCH_RULES_BIN").ok()?;
+    let out = Command::new("taskset")
+        .args(["-c", "0", &bin])
+        .env("BENCH_SECS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{bin}: {}", out.status);
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        l.strip_prefix("rules, planned: ")?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
 }

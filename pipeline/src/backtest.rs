@@ -8,7 +8,7 @@
 //! compiled plans, exactly as the rules stage would.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use schemas::backtest::{AmountTotals, BacktestReport, BacktestSample, SampleDecision};
 use schemas::claim::Outcome;
@@ -41,29 +41,45 @@ pub struct Backtest {
     pub limit: i64,
 }
 
-/// Runs the backtest to its report: three steps, each on its own thread, one page
-/// apart. The database reads a page (its thread) while the one before is parsed and
-/// the one before that decided (the blocking pool): together the parse and the
-/// decisions were the larger half of a backtest, and one after the other they left a
-/// core idle half the time.
+/// Workers that parse and decide pages, each a whole page at a time.
+const WORKERS: usize = 2;
+
+/// Runs the backtest to its report. The database reads the window a page at a time
+/// (its own thread); [`WORKERS`] threads of the blocking pool take the pages in turn,
+/// each parsing and deciding a whole page, so a claim is parsed, decided and freed by
+/// one thread while it is still in that core's caches; a third puts the pages' trials
+/// back in order and tallies them up to the backtest's limit.
 pub async fn run(store: &Store, backtest: Backtest) -> Result<BacktestReport, StoreError> {
     let backtest = Arc::new(backtest);
     let (read_tx, read_rx) = tokio::sync::mpsc::channel::<Result<DecidedPage, StoreError>>(1);
-    let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(1);
-    let tenant_id = backtest.tenant_id.clone();
-    let parsing = tokio::task::spawn_blocking(move || parse_pages(&tenant_id, read_rx, parsed_tx));
-    let bt = backtest.clone();
+    let read_rx = Arc::new(Mutex::new((0, read_rx)));
+    let (tried_tx, tried_rx) = std::sync::mpsc::channel();
     let now = now_ms();
-    let deciding = tokio::task::spawn_blocking(move || decide_pages(&bt, parsed_rx, now));
-    let (_, decided) = tokio::join!(read_pages(store, &backtest, read_tx), deciding);
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (bt, pages, tried) = (backtest.clone(), read_rx.clone(), tried_tx.clone());
+            tokio::task::spawn_blocking(move || try_pages(&bt, &pages, &tried, now))
+        })
+        .collect();
+    drop((read_rx, tried_tx));
+    let limit = usize::try_from(backtest.limit).unwrap_or(0);
+    let tallying = tokio::task::spawn_blocking(move || tally_pages(tried_rx, limit));
+    let (_, tally) = tokio::join!(read_pages(store, &backtest, read_tx), tallying);
     let worker = |e: tokio::task::JoinError| StoreError::Config(format!("backtest worker: {e}"));
-    parsing.await.map_err(worker)?;
-    Ok(decided.map_err(worker)??.report(&backtest.rulebook_id))
+    for w in workers {
+        w.await.map_err(worker)?;
+    }
+    Ok(tally.map_err(worker)??.report(&backtest.rulebook_id))
 }
 
-/// Reads the window's pages until they end or the steps after stop taking them (the
-/// deciding step stops at the backtest's limit); a failure is passed on as the last
-/// page.
+/// Pages read side by side: the database's reads of pages are most of a backtest's
+/// wait when one page is read at a time, with the workers beside it on two cores.
+const READS: usize = 2;
+
+/// Reads the window's pages, in order, until they end or the steps after stop taking
+/// them (the tally stops at the backtest's limit); a failure is passed on as the last
+/// page. Each page's end is found first (on the index alone), so the next page's read
+/// starts while this one's is still running.
 async fn read_pages(
     store: &Store,
     bt: &Backtest,
@@ -75,64 +91,118 @@ async fn read_pages(
         after: None,
     };
     let size = PAGE.min(bt.limit.max(1));
+    let mut reads = std::collections::VecDeque::with_capacity(READS);
+    let mut ended = false;
     loop {
-        let page = store.decided_claims(&bt.tenant_id, &window, size).await;
-        let next = match &page {
-            Ok(p) => p.next().cloned(),
-            Err(_) => None,
+        while !ended && reads.len() < READS {
+            let end = match store.decided_page_end(&bt.tenant_id, &window, size).await {
+                Ok(end) => end,
+                Err(e) => {
+                    ended = true;
+                    reads.push_back(tokio::spawn(async { Err(e) }));
+                    break;
+                }
+            };
+            let (store, tenant_id, this) = (store.clone(), bt.tenant_id.clone(), window.clone());
+            ended = end.is_none();
+            window.after.clone_from(&end);
+            reads.push_back(tokio::spawn(async move {
+                store.decided_page(&tenant_id, &this, end.as_ref()).await
+            }));
+        }
+        let Some(read) = reads.pop_front() else {
+            return;
         };
+        let page = read
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Config(format!("backtest read: {e}"))));
         if pages.send(page).await.is_err() {
             return;
         }
-        match next {
-            Some(next) => window.after = Some(next),
-            None => return,
-        }
     }
 }
 
-/// Parses the pages read, in order, until they end or the deciding step stops.
-fn parse_pages(
-    tenant_id: &TenantId,
-    mut read: tokio::sync::mpsc::Receiver<Result<DecidedPage, StoreError>>,
-    parsed: std::sync::mpsc::SyncSender<Result<Vec<DecidedClaim>, StoreError>>,
-) {
-    while let Some(page) = read.blocking_recv() {
-        if parsed.send(page.and_then(|p| p.claims(tenant_id))).is_err() {
+/// The pages read, numbered in the order read; the workers share them.
+type Pages = Mutex<(
+    usize,
+    tokio::sync::mpsc::Receiver<Result<DecidedPage, StoreError>>,
+)>;
+
+/// A page parsed and decided, with its number in the order read.
+type Tried = (usize, Result<PageTrials, StoreError>);
+
+/// One worker: takes the next page read, parses and decides it, passes its trials on;
+/// until the pages end or the tally stops taking them.
+fn try_pages(bt: &Backtest, pages: &Pages, tried: &std::sync::mpsc::Sender<Tried>, now: i64) {
+    loop {
+        let (number, page) = {
+            // The lock is held while waiting for the read, so pages are numbered in
+            // the order they were read.
+            let mut pages = pages
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(page) = pages.1.blocking_recv() else {
+                return;
+            };
+            pages.0 += 1;
+            (pages.0 - 1, page)
+        };
+        let trials = page
+            .and_then(|p| p.claims(&bt.tenant_id))
+            .map(|claims| try_page(bt, claims, now));
+        if tried.send((number, trials)).is_err() {
             return;
         }
     }
 }
 
-/// Decides the parsed pages, up to the backtest's limit, into one tally.
-fn decide_pages(
-    bt: &Backtest,
-    pages: std::sync::mpsc::Receiver<Result<Vec<DecidedClaim>, StoreError>>,
-    now: i64,
-) -> Result<Tally, StoreError> {
+/// Tallies the pages' trials in the order the pages were read, up to `limit` claims.
+fn tally_pages(tried: std::sync::mpsc::Receiver<Tried>, limit: usize) -> Result<Tally, StoreError> {
     let mut tally = Tally::default();
-    let mut left = usize::try_from(bt.limit).unwrap_or(0);
-    for page in pages {
-        let mut page = page?;
-        // The backtest's limit: pages span `PAGE` claims, decided or not.
-        page.truncate(left);
-        left -= page.len();
-        tally.merge(decide_page(bt, page, now));
-        if left == 0 {
-            break;
+    let mut left = limit;
+    let mut early: HashMap<usize, PageTrials> = HashMap::new();
+    let mut next = 0;
+    for (number, trials) in tried {
+        early.insert(number, trials?);
+        while let Some(page) = early.remove(&next) {
+            next += 1;
+            left -= tally.add_page(page, left);
+            if left == 0 {
+                return Ok(tally);
+            }
         }
     }
     Ok(tally)
 }
 
-/// The pure core: one page decided with the candidate, tallied.
-fn decide_page(bt: &Backtest, page: Vec<DecidedClaim>, now: i64) -> Tally {
+/// A page's claims decided with the candidate: each claim's trial, in the page's
+/// order, and the samples of the first changed ones.
+#[derive(Debug, Default)]
+struct PageTrials {
+    trials: Vec<Trial>,
+    /// The first [`SAMPLES`] changed claims' samples, each with its place in `trials`.
+    samples: Vec<(usize, BacktestSample)>,
+}
+
+/// One claim: the rulebook that decided it, its decision then and the candidate's.
+#[derive(Debug)]
+struct Trial {
+    baseline_rulebook: String,
+    baseline: SampleDecision,
+    candidate: SampleDecision,
+}
+
+/// The pure core: one page decided with the candidate.
+fn try_page(bt: &Backtest, page: Vec<DecidedClaim>, now: i64) -> PageTrials {
     let candidate = Candidate {
         rulebook_id: &bt.rulebook_id,
         version: bt.version,
         compiled: &bt.compiled,
     };
-    let mut tally = Tally::default();
+    let mut tried = PageTrials {
+        trials: Vec::with_capacity(page.len()),
+        samples: Vec::new(),
+    };
     for mut claim in page {
         let baseline = SampleDecision {
             outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),
@@ -144,19 +214,27 @@ fn decide_page(bt: &Backtest, page: Vec<DecidedClaim>, now: i64) -> Tally {
             outcome: decision.outcome,
             approved_amount: priced(&mut decision),
         };
-        tally.add(&baseline_rulebook, baseline, candidate, || BacktestSample {
-            claim_id: decision.claim_id.clone(),
+        if baseline != candidate && tried.samples.len() < SAMPLES {
+            let sample = BacktestSample {
+                claim_id: decision.claim_id.clone(),
+                baseline,
+                candidate,
+                rules_matched: decision
+                    .trace
+                    .iter()
+                    .filter(|t| t.matched)
+                    .map(|t| t.rule_id.to_string())
+                    .collect(),
+            };
+            tried.samples.push((tried.trials.len(), sample));
+        }
+        tried.trials.push(Trial {
+            baseline_rulebook,
             baseline,
             candidate,
-            rules_matched: decision
-                .trace
-                .iter()
-                .filter(|t| t.matched)
-                .map(|t| t.rule_id.to_string())
-                .collect(),
         });
     }
-    tally
+    tried
 }
 
 #[derive(Debug, Default)]
@@ -170,47 +248,36 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(
-        &mut self,
-        baseline_rulebook: &str,
-        baseline: SampleDecision,
-        candidate: SampleDecision,
-        sample: impl FnOnce() -> BacktestSample,
-    ) {
-        self.claims += 1;
-        *self
-            .transitions
-            .entry((baseline.outcome, candidate.outcome))
-            .or_default() += 1;
-        self.amounts.baseline += baseline.approved_amount;
-        self.amounts.candidate += candidate.approved_amount;
-        if let Some(n) = self.baselines.get_mut(baseline_rulebook) {
-            *n += 1;
-        } else {
-            self.baselines.insert(baseline_rulebook.to_owned(), 1);
-        }
-        if baseline != candidate {
-            self.changed += 1;
-            if self.samples.len() < SAMPLES {
-                self.samples.push(sample());
+    /// Adds a page's first `left` trials, with the samples among them while there is
+    /// room; answers how many it added.
+    fn add_page(&mut self, page: PageTrials, left: usize) -> usize {
+        let taken = page.trials.len().min(left);
+        for trial in page.trials.into_iter().take(taken) {
+            self.claims += 1;
+            *self
+                .transitions
+                .entry((trial.baseline.outcome, trial.candidate.outcome))
+                .or_default() += 1;
+            self.amounts.baseline += trial.baseline.approved_amount;
+            self.amounts.candidate += trial.candidate.approved_amount;
+            if let Some(n) = self.baselines.get_mut(&trial.baseline_rulebook) {
+                *n += 1;
+            } else {
+                self.baselines.insert(trial.baseline_rulebook, 1);
+            }
+            if trial.baseline != trial.candidate {
+                self.changed += 1;
             }
         }
-    }
-
-    /// Adds a later page's tally.
-    fn merge(&mut self, later: Tally) {
-        self.claims += later.claims;
-        self.changed += later.changed;
-        for (k, n) in later.transitions {
-            *self.transitions.entry(k).or_default() += n;
-        }
-        self.amounts.baseline += later.amounts.baseline;
-        self.amounts.candidate += later.amounts.candidate;
         let room = SAMPLES.saturating_sub(self.samples.len());
-        self.samples.extend(later.samples.into_iter().take(room));
-        for (k, n) in later.baselines {
-            *self.baselines.entry(k).or_default() += n;
-        }
+        self.samples.extend(
+            page.samples
+                .into_iter()
+                .filter(|(at, _)| *at < taken)
+                .map(|(_, sample)| sample)
+                .take(room),
+        );
+        taken
     }
 
     fn report(self, rulebook_id: &str) -> BacktestReport {
@@ -231,5 +298,80 @@ impl Tally {
             approved_amount: self.amounts,
             samples: self.samples,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(outcome: Outcome, approved_amount: i64) -> SampleDecision {
+        SampleDecision {
+            outcome,
+            approved_amount,
+        }
+    }
+
+    /// A page of `n` trials whose claims named in `changed` (by place) the candidate
+    /// declines; the others it approves as they were.
+    fn page(first: usize, n: usize, changed: &[usize]) -> PageTrials {
+        let approved = decision(Outcome::Approved, 100);
+        let declined = decision(Outcome::Declined, 0);
+        let mut page = PageTrials::default();
+        for at in 0..n {
+            let candidate = if changed.contains(&at) {
+                page.samples.push((
+                    at,
+                    BacktestSample {
+                        claim_id: format!("CLM-{}", first + at),
+                        baseline: approved,
+                        candidate: declined,
+                        rules_matched: Vec::new(),
+                    },
+                ));
+                declined
+            } else {
+                approved
+            };
+            page.trials.push(Trial {
+                baseline_rulebook: "rb_live".to_owned(),
+                baseline: approved,
+                candidate,
+            });
+        }
+        page
+    }
+
+    /// Pages finish out of order on the workers: the tally takes them in the order read,
+    /// stops at the limit within a page, and shows the samples of the claims it took.
+    #[test]
+    fn pages_are_tallied_in_the_order_read_up_to_the_limit() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        tx.send((2, Ok(page(8, 4, &[0])))).unwrap();
+        tx.send((1, Ok(page(4, 4, &[1, 3])))).unwrap();
+        tx.send((0, Ok(page(0, 4, &[2])))).unwrap();
+        drop(tx);
+        let tally = tally_pages(rx, 6).unwrap();
+        assert_eq!(tally.claims, 6);
+        assert_eq!(tally.changed, 2, "CLM-2 and CLM-5; CLM-7 is past the limit");
+        let samples: Vec<_> = tally.samples.iter().map(|s| s.claim_id.as_str()).collect();
+        assert_eq!(samples, ["CLM-2", "CLM-5"]);
+        assert_eq!(tally.amounts.baseline, 600);
+        assert_eq!(tally.amounts.candidate, 400);
+        let report = tally.report("rb_draft");
+        assert_eq!(report.transitions["APPROVED->DECLINED"], 2);
+        assert_eq!(report.transitions["APPROVED->APPROVED"], 4);
+        assert_eq!(report.baseline_rulebook_id.as_deref(), Some("rb_live"));
+    }
+
+    /// A page that failed to read or parse fails the backtest.
+    #[test]
+    fn a_failed_page_fails_the_backtest() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        tx.send((0, Ok(page(0, 2, &[])))).unwrap();
+        tx.send((1, Err(StoreError::Config("broken page".into()))))
+            .unwrap();
+        drop(tx);
+        assert!(tally_pages(rx, 10).is_err());
     }
 }

@@ -80,21 +80,14 @@ fn score_alone(fraud_score: f64) -> FraudScore {
     }
 }
 
-/// A page of [`Store::decided_claims`] as the database handed it over, not yet parsed:
-/// a backtest reads the next page while this one is parsed, and parses it while the
-/// one before is decided.
+/// A page of [`Store::decided_page`] as the database handed it over, not yet parsed:
+/// a backtest reads the next pages while this one is parsed and decided.
 #[derive(Debug)]
 pub struct DecidedPage {
     text: Option<String>,
-    next: Option<(i64, String)>,
 }
 
 impl DecidedPage {
-    /// Where the next page starts (`DecidedWindow::after`); none after the last page.
-    pub fn next(&self) -> Option<&(i64, String)> {
-        self.next.as_ref()
-    }
-
     /// The page's claims, oldest first: those decided with their facts kept among the
     /// claims the page spans, so a page may hold fewer than were asked for, or none,
     /// with more pages after it.
@@ -131,42 +124,42 @@ impl DecidedPage {
     }
 }
 
+/// Which claims: the window after the last page, by the index alone. Whether a claim
+/// has facts is asked of its row, which the search for a page's end need not visit: a
+/// page holds the decided claims of the claims it spans.
+const WINDOW: &str = "FROM claims WHERE tenant_id = $1 \
+     AND received_at >= $2 AND received_at < $3 \
+     AND (received_at > $4 OR (received_at = $4 AND claim_id > $5))";
+
+impl DecidedWindow {
+    fn bounds(&self) -> (i64, i64, i64, &str) {
+        let (after_at, after_id) = self
+            .after
+            .as_ref()
+            .map_or((i64::MIN, ""), |(at, id)| (*at, id.as_str()));
+        (
+            self.since_ms.unwrap_or(i64::MIN),
+            self.until_ms.unwrap_or(i64::MAX),
+            after_at,
+            after_id,
+        )
+    }
+}
+
 impl Store {
-    /// The tenant's decided claims among the next `limit` claims in `window`, oldest
-    /// first, for a backtest: with their fraud score alone, whose reasons a backtest
-    /// does not read (parsing them would be a third of the page's work). Claims decided
-    /// before their decisions kept their facts are not among them.
-    ///
-    /// The database hands the page over as one text, a JSON document a line, its rows'
-    /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
-    /// copied out of SQLite, each row crossed from SQLite's thread to the caller's on
-    /// its own, and the hand-offs, not the reading, were most of a backtest's time.
-    pub async fn decided_claims(
+    /// Where a page of the next `limit` claims in `window` ends: the
+    /// `(received_at, claim_id)` of its last claim, to pass to [`Store::decided_page`]
+    /// and to start the next page after; none when the window ends before, and the
+    /// page runs to its end. One read of the index alone, so that a backtest finds
+    /// the next pages' ends first and reads the pages themselves side by side.
+    pub async fn decided_page_end(
         &self,
         tenant_id: &TenantId,
         window: &DecidedWindow,
         limit: i64,
-    ) -> Result<DecidedPage, StoreError> {
-        let (after_at, after_id) = window
-            .after
-            .as_ref()
-            .map_or((i64::MIN, ""), |(at, id)| (*at, id.as_str()));
-        let (quote, real, aggregate) = match self.backend() {
-            Backend::Sqlite => ("json_quote({})", "printf('%!.17g', {})", "group_concat"),
-            Backend::Postgres => ("to_json({})::text", "{}::text", "string_agg"),
-        };
-        let quote = |column: &str| quote.replace("{}", column);
-        // Which claims: the window after the last page, up to `limit`, by the index
-        // alone. Whether a claim has facts is asked of its row, which the first read
-        // need not visit: a page holds the decided claims of `limit` claims.
-        const WINDOW: &str = "FROM claims WHERE tenant_id = $1 \
-             AND received_at >= $2 AND received_at < $3 \
-             AND (received_at > $4 OR (received_at = $4 AND claim_id > $5))";
-        let (since, until) = (
-            window.since_ms.unwrap_or(i64::MIN),
-            window.until_ms.unwrap_or(i64::MAX),
-        );
-        let next: Option<(i64, String)> = sqlx::query_as(&format!(
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        let (since, until, after_at, after_id) = window.bounds();
+        Ok(sqlx::query_as(&format!(
             "SELECT received_at, claim_id {WINDOW} ORDER BY received_at, claim_id LIMIT 1 OFFSET $6"
         ))
         .bind(tenant_id.as_str())
@@ -176,10 +169,32 @@ impl Store {
         .bind(after_id)
         .bind((limit - 1).max(0))
         .fetch_optional(self.reader())
-        .await?;
-        let (last_at, last_id) = next
-            .as_ref()
-            .map_or((i64::MAX, ""), |(at, id)| (*at, id.as_str()));
+        .await?)
+    }
+
+    /// The tenant's decided claims in `window` up to `end` (from
+    /// [`Store::decided_page_end`]; none for the window's end), oldest first, for a
+    /// backtest: with their fraud score alone, whose reasons a backtest does not read
+    /// (parsing them would be a third of the page's work). Claims decided before their
+    /// decisions kept their facts are not among them.
+    ///
+    /// The database hands the page over as one text, a JSON document a line, its rows'
+    /// stored JSON (submission, facts) pasted in as it is: row by row, each value was
+    /// copied out of SQLite, each row crossed from SQLite's thread to the caller's on
+    /// its own, and the hand-offs, not the reading, were most of a backtest's time.
+    pub async fn decided_page(
+        &self,
+        tenant_id: &TenantId,
+        window: &DecidedWindow,
+        end: Option<&(i64, String)>,
+    ) -> Result<DecidedPage, StoreError> {
+        let (since, until, after_at, after_id) = window.bounds();
+        let (quote, real, aggregate) = match self.backend() {
+            Backend::Sqlite => ("json_quote({})", "printf('%!.17g', {})", "group_concat"),
+            Backend::Postgres => ("to_json({})::text", "{}::text", "string_agg"),
+        };
+        let quote = |column: &str| quote.replace("{}", column);
+        let (last_at, last_id) = end.map_or((i64::MAX, ""), |(at, id)| (*at, id.as_str()));
         // Those claims in one text: `concat` writes each claim's line in one pass (a
         // chain of `||` copies the line so far at every step), and the lines are joined
         // with newlines, which a stream of JSON values reads as the space between them.
@@ -205,7 +220,7 @@ impl Store {
             .bind(last_id)
             .fetch_one(self.reader())
             .await?;
-        Ok(DecidedPage { text, next })
+        Ok(DecidedPage { text })
     }
 
     /// One claim for a reprocess, in one read: its standing, and the claim with the
@@ -319,9 +334,9 @@ mod tests {
         let mut window = DecidedWindow::default();
         let mut seen = Vec::new();
         loop {
-            let page = store.decided_claims(&tenant, &window, 3).await.unwrap();
-            let next = page.next().cloned();
-            for c in page.claims(&tenant).unwrap() {
+            let next = store.decided_page_end(&tenant, &window, 3).await.unwrap();
+            let page = store.decided_page(&tenant, &window, next.as_ref()).await;
+            for c in page.unwrap().claims(&tenant).unwrap() {
                 assert_eq!(c.fraud.as_ref().unwrap().fraud_score, score);
                 assert_eq!(c.facts.fraud_flag_threshold, 0.7);
                 seen.push(c.submitted.claim.claim_id.as_str().to_owned());
