@@ -577,6 +577,20 @@ async fn deleting_a_subscription_stops_its_deliveries(b: Backend) {
 /// What the webhook stage and the fused chain start is what the store says it queued
 /// now: a redelivered event's delivery, queued before, starts no second attempt, and a
 /// subscription deleted or paused since it was read gets nothing.
+/// Queues `deliveries` in a transaction of their own, as the webhook stage does.
+async fn queue(
+    store: &pipeline::store::Store,
+    deliveries: &[pipeline::store::NewDelivery],
+) -> std::collections::HashSet<String> {
+    let mut tx = store.begin_write().await.unwrap();
+    let queued = store
+        .enqueue_deliveries_in(&mut tx, deliveries)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    queued
+}
+
 async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backend) {
     let app = app(b).await;
     let s = ready_tenant(&app, "acme").await;
@@ -592,24 +606,16 @@ async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backe
         payload: "{}".into(),
         leased_until: Some(i64::MAX / 2),
     };
-    let queued = app
-        .store
-        .enqueue_deliveries(&[delivery("dlv_a", &webhook_id), delivery("dlv_b", "wh_gone")])
-        .await
-        .unwrap();
+    let queued = queue(
+        &app.store,
+        &[delivery("dlv_a", &webhook_id), delivery("dlv_b", "wh_gone")],
+    )
+    .await;
     assert_eq!(queued.into_iter().collect::<Vec<_>>(), ["dlv_a"]);
-    let again = app
-        .store
-        .enqueue_deliveries(&[delivery("dlv_a", &webhook_id)])
-        .await
-        .unwrap();
+    let again = queue(&app.store, &[delivery("dlv_a", &webhook_id)]).await;
     assert!(again.is_empty(), "queued before: nothing new to start");
     set_enabled(&app, &s, &webhook_id, false).await;
-    let paused = app
-        .store
-        .enqueue_deliveries(&[delivery("dlv_c", &webhook_id)])
-        .await
-        .unwrap();
+    let paused = queue(&app.store, &[delivery("dlv_c", &webhook_id)]).await;
     assert!(paused.is_empty(), "nothing for a paused subscription");
     assert!(rx.hits().is_empty());
 }

@@ -499,22 +499,6 @@ impl Store {
             .collect()
     }
 
-    /// Queues deliveries of enabled subscriptions, due at once or leased to the sender
-    /// of this process; a delivery queued before is left as it is, so a redelivered
-    /// event never queues twice. Answers the ids of the deliveries queued now.
-    pub async fn enqueue_deliveries(
-        &self,
-        deliveries: &[NewDelivery],
-    ) -> Result<HashSet<String>, StoreError> {
-        if deliveries.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let mut tx = self.writer().begin().await?;
-        let queued = self.enqueue_deliveries_in(&mut tx, deliveries).await?;
-        tx.commit().await?;
-        Ok(queued)
-    }
-
     /// Which of `deliveries` are queued already: read without the writer, so that a
     /// batch of events whose deliveries were queued with them costs it nothing.
     pub async fn queued_already(
@@ -536,7 +520,10 @@ impl Store {
         Ok(found)
     }
 
-    /// [`Self::enqueue_deliveries`] inside `tx`, with the caller's other writes.
+    /// Queues deliveries of enabled subscriptions, due at once or leased to the sender
+    /// of this process, inside `tx` with the caller's other writes; a delivery queued
+    /// before is left as it is, so a redelivered event never queues twice. Answers the
+    /// ids of the deliveries queued now.
     pub async fn enqueue_deliveries_in(
         &self,
         tx: &mut sqlx::Transaction<'static, sqlx::Any>,
