@@ -574,9 +574,6 @@ async fn deleting_a_subscription_stops_its_deliveries(b: Backend) {
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
 
-/// What the webhook stage and the fused chain start is what the store says it queued
-/// now: a redelivered event's delivery, queued before, starts no second attempt, and a
-/// subscription deleted or paused since it was read gets nothing.
 /// Queues `deliveries` in a transaction of their own, as the webhook stage does.
 async fn queue(
     store: &pipeline::store::Store,
@@ -591,6 +588,9 @@ async fn queue(
     queued
 }
 
+/// What the webhook stage and the fused chain start is what the store says it queued
+/// now: a redelivered event's delivery, queued before, starts no second attempt, and a
+/// subscription deleted or paused since it was read gets nothing.
 async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backend) {
     let app = app(b).await;
     let s = ready_tenant(&app, "acme").await;
