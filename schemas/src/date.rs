@@ -152,10 +152,22 @@ impl Serialize for Date {
     }
 }
 
+/// Parsed where the text lies, without a copy of it: every claim read carries a date.
 impl<'de> Deserialize<'de> for Date {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Date::parse(&s).ok_or_else(|| serde::de::Error::custom("must be a date as YYYY-MM-DD"))
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Date;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a date as YYYY-MM-DD")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Date, E> {
+                Date::parse(s).ok_or_else(|| E::custom("must be a date as YYYY-MM-DD"))
+            }
+        }
+        d.deserialize_str(Text)
     }
 }
 
@@ -170,6 +182,24 @@ mod tests {
     }
 
     use super::Date;
+
+    /// Read from JSON text, a reader or a `Value` alike; anything but a real date in
+    /// `YYYY-MM-DD` refused.
+    #[test]
+    fn reads_from_json_wherever_it_lies() {
+        let want = Date::parse("2026-01-05").unwrap();
+        assert_eq!(
+            serde_json::from_str::<Date>(r#""2026-01-05""#).unwrap(),
+            want
+        );
+        let read: Date = serde_json::from_reader(&b"\"2026-01-05\""[..]).unwrap();
+        assert_eq!(read, want);
+        let value: Date = serde_json::from_value(serde_json::json!("2026-01-05")).unwrap();
+        assert_eq!(value, want);
+        for bad in [r#""2026-02-30""#, r#""2026-1-5""#, "20260105", "null"] {
+            assert!(serde_json::from_str::<Date>(bad).is_err(), "{bad}");
+        }
+    }
 
     /// The digits laid out by hand read as the formatting machinery writes them, from
     /// before year 1 to past 9999, and parse back to the same date.

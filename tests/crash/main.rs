@@ -62,7 +62,7 @@ enum Plan {
 }
 
 async fn run(b: Backend, plan: Plan) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let db = Database::create(b, dir.path()).await;
     let prefix = format!("crash{}.", uuid::Uuid::new_v4().simple());
     let mut extra: Vec<(String, String)> = Vec::new();

@@ -61,7 +61,7 @@ async fn run_payments(client: &reqwest::Client, env: &Env, token: &str) -> Optio
 }
 
 async fn run(b: Backend) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let db = Database::create(b, dir.path()).await;
     let env = Env::new(dir.path(), &db.url, "payments-crash", Vec::new());
     service::create_tenant(&env);

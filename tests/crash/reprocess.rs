@@ -48,7 +48,7 @@ async fn publish(client: &reqwest::Client, env: &Env, token: &str, rules: Value)
 }
 
 async fn run(b: Backend) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let db = Database::create(b, dir.path()).await;
     let env = Env::new(dir.path(), &db.url, "reprocess-crash", Vec::new());
     service::create_tenant(&env);

@@ -21,7 +21,7 @@ async fn postgres_crashed_and_restarted_mid_load_loses_and_doubles_nothing() {
     let pg = Postgres::start();
     pg.create_database("claims").await;
     let url = pg.url("claims");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let env = Env::new(dir.path(), &url, "faults", vec![]);
     let (child, submitted) = under_load(&env, || {
         pg.restart_after_crash(Duration::from_millis(700));
@@ -39,7 +39,7 @@ async fn postgres_crashed_and_restarted_mid_load_loses_and_doubles_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_broker_killed_and_restarted_mid_load_loses_and_doubles_nothing() {
     let mut broker = Broker::start();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let db = Database::create(Backend::Kafka, dir.path()).await;
     let prefix = format!("faults{}.", uuid::Uuid::new_v4().simple());
     let env = Env::new(

@@ -26,7 +26,7 @@ fn roles() -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_killed_alone_loses_and_doubles_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = service::WorkDir::new();
     let db = Database::create(Backend::Postgres, dir.path()).await;
     let api = Env::new(dir.path(), &db.url, "role-api", vec![]);
     service::create_tenant(&api);

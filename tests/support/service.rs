@@ -21,6 +21,33 @@ pub const MEMBERS: usize = 97;
 pub const DEDUCTIBLE: i64 = 100_000;
 pub const TENANT: &str = "acme";
 
+/// A test's data directory, kept when the test fails (its path printed), so that the
+/// service's log and database can be read after a failure seen once in many runs.
+pub struct WorkDir(Option<tempfile::TempDir>);
+
+impl WorkDir {
+    pub fn new() -> WorkDir {
+        WorkDir(Some(tempfile::tempdir().unwrap()))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().map(tempfile::TempDir::path).unwrap()
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.0.take() {
+                eprintln!(
+                    "The test failed; its data directory is kept: {}",
+                    dir.keep().display()
+                );
+            }
+        }
+    }
+}
+
 /// How to start the service: its variables, its API's base url and where it logs.
 #[derive(Debug, Clone)]
 pub struct Env {
@@ -514,7 +541,18 @@ pub async fn assert_each_claim_decided_once(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    assert_eq!(per_claim.len(), accepted.len(), "claims with events");
+    if per_claim.len() != accepted.len() {
+        let missing: Vec<&String> = accepted
+            .iter()
+            .filter(|id| !per_claim.contains_key(*id))
+            .collect();
+        let report = missing_events_report(store, bus, topics, &missing, log).await;
+        panic!(
+            "claims with events {} vs {}; without any:\n{report}",
+            per_claim.len(),
+            accepted.len()
+        );
+    }
     for (_, c) in &all {
         let kinds = &per_claim[c.submission.claim_id.as_str()];
         assert!(
@@ -537,6 +575,57 @@ pub async fn assert_each_claim_decided_once(
         );
     }
     assert_accumulators(store, bus, topics, &all).await;
+}
+
+/// What a claim decided without events went through, for the failure's message (a CI
+/// run keeps its output, not the service's data directory): the claim as the store
+/// holds it, its decision's audit record, its records on `claims.decided`, and the end
+/// of the service's log.
+async fn missing_events_report(
+    store: &Store,
+    bus: &Bus,
+    topics: &Topics,
+    missing: &[&String],
+    log: &Path,
+) -> String {
+    use std::fmt::Write as _;
+    let mut report = String::new();
+    let decided = bus.scan(&topics.decided).await.unwrap_or_default();
+    for id in missing {
+        let claim = store.claim(TENANT, id).await.ok().flatten();
+        let _ = writeln!(
+            report,
+            "{id}: status {:?}, outcome {:?}, audit {:?}",
+            claim.as_ref().map(|c| c.status),
+            claim.as_ref().and_then(|c| c.outcome),
+            claim.as_ref().and_then(|c| c.audit_id.clone()),
+        );
+        if let Some(audit_id) = claim.and_then(|c| c.audit_id) {
+            if let Ok(Some(r)) = store.audit_record(TENANT, &audit_id).await {
+                let _ = writeln!(report, "  audit details {:.400}", r.details);
+            }
+        }
+        for r in decided.iter().filter(|r| {
+            serde_json::from_slice::<Value>(&r.value).is_ok_and(|d| d["claim_id"] == id.as_str())
+        }) {
+            let _ = writeln!(
+                report,
+                "  claims.decided {}:{} at {} ({} bytes, key {})",
+                r.partition,
+                r.offset,
+                r.timestamp_ms,
+                r.value.len(),
+                r.key
+            );
+        }
+    }
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let _ = writeln!(report, "the end of {}:", log.display());
+    for line in &lines[lines.len().saturating_sub(40)..] {
+        let _ = writeln!(report, "  {line}");
+    }
+    report
 }
 
 /// Each member's accumulators, in the store and on `state.accumulators`, are the sum of

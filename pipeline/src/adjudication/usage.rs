@@ -24,9 +24,47 @@ pub struct Usage {
 /// A year keeps one per counted claim, which has a code or two: as a sorted vector it
 /// is one small allocation, where a `BTreeMap` node is some 400 bytes whatever it
 /// holds, which was most of the accumulators' memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(from = "BTreeMap<String, i64>")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Visits(Vec<(String, i64)>);
+
+/// Read straight into the vector, as a map reads: in code order, the last of a code
+/// given twice, none at zero. (Read through a `BTreeMap`, each claim's visits cost a
+/// map node allocated and freed again, on every decision and backtest read.)
+impl<'de> Deserialize<'de> for Visits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Codes;
+        impl<'de> serde::de::Visitor<'de> for Codes {
+            type Value = Visits;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of procedure codes to visits")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Visits, A::Error> {
+                let mut read: Vec<(String, i64)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).min(16));
+                while let Some(entry) = map.next_entry()? {
+                    read.push(entry);
+                }
+                // Stable: a code given twice keeps its order, and the later one stands.
+                read.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut visits: Vec<(String, i64)> = Vec::with_capacity(read.len());
+                for (code, n) in read {
+                    match visits.last_mut() {
+                        Some(last) if last.0 == code => last.1 = n,
+                        _ => visits.push((code, n)),
+                    }
+                }
+                visits.retain(|(_, n)| *n != 0);
+                Ok(Visits(visits))
+            }
+        }
+        d.deserialize_map(Codes)
+    }
+}
 
 impl Serialize for Visits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -183,6 +221,22 @@ impl MemberYear {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Visits read as the map they are on the wire reads: sorted, the later of a code
+    /// given twice, none at zero.
+    #[test]
+    fn visits_read_as_their_map_reads() {
+        for text in [
+            r#"{}"#,
+            r#"{"99213": 2, "11111": 1}"#,
+            r#"{"B": 1, "A": 0, "B": 3, "C": -1, "A": 4}"#,
+            r#"{"X": 0}"#,
+        ] {
+            let direct: Visits = serde_json::from_str(text).unwrap();
+            let map: BTreeMap<String, i64> = serde_json::from_str(text).unwrap();
+            assert_eq!(direct, Visits::from(map), "{text}");
+        }
+    }
 
     fn usage(deductible: i64, paid: i64, code: &str) -> Usage {
         Usage {
