@@ -579,8 +579,8 @@ pub async fn assert_each_claim_decided_once(
 
 /// What a claim decided without events went through, for the failure's message (a CI
 /// run keeps its output, not the service's data directory): the claim as the store
-/// holds it, its decision's audit record, its records on `claims.decided`, and the end
-/// of the service's log.
+/// holds it, its decision's audit record, its records on `claims.decided`, its member's
+/// records on `state.accumulators`, and the end of the service's log.
 async fn missing_events_report(
     store: &Store,
     bus: &Bus,
@@ -616,6 +616,24 @@ async fn missing_events_report(
                 r.timestamp_ms,
                 r.value.len(),
                 r.key
+            );
+        }
+    }
+    // The members' records on `state.accumulators`: a batch redelivered after a kill
+    // that finds some of its state records landed and others not prices its claims
+    // differently (docs/decisions.md, "Accumulators").
+    let members: HashSet<String> = decided
+        .iter()
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.value).ok())
+        .filter(|d| missing.iter().any(|id| d["claim_id"] == id.as_str()))
+        .filter_map(|d| d["member_id"].as_str().map(str::to_owned))
+        .collect();
+    for r in bus.scan(&topics.accumulators).await.unwrap_or_default() {
+        if members.iter().any(|m| r.key.contains(&format!("/{m}/"))) {
+            let _ = writeln!(
+                report,
+                "  state.accumulators {}:{} at {} key {}",
+                r.partition, r.offset, r.timestamp_ms, r.key
             );
         }
     }
