@@ -590,7 +590,20 @@ async fn missing_events_report(
 ) -> String {
     use std::fmt::Write as _;
     let mut report = String::new();
-    let decided = bus.scan(&topics.decided).await.unwrap_or_default();
+    // The missing claims' records on `claims.decided`, each decoded once.
+    let decided: Vec<(pipeline::bus::Record, Value)> = bus
+        .scan(&topics.decided)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| {
+            let d: Value = serde_json::from_slice(&r.value).ok()?;
+            missing
+                .iter()
+                .any(|id| d["claim_id"] == id.as_str())
+                .then_some((r, d))
+        })
+        .collect();
     for id in missing {
         let claim = store.claim(TENANT, id).await.ok().flatten();
         let _ = writeln!(
@@ -605,9 +618,7 @@ async fn missing_events_report(
                 let _ = writeln!(report, "  audit details {:.400}", r.details);
             }
         }
-        for r in decided.iter().filter(|r| {
-            serde_json::from_slice::<Value>(&r.value).is_ok_and(|d| d["claim_id"] == id.as_str())
-        }) {
+        for (r, _) in decided.iter().filter(|(_, d)| d["claim_id"] == id.as_str()) {
             let _ = writeln!(
                 report,
                 "  claims.decided {}:{} at {} ({} bytes, key {})",
@@ -622,11 +633,9 @@ async fn missing_events_report(
     // The members' records on `state.accumulators`: a batch redelivered after a kill
     // that finds some of its state records landed and others not prices its claims
     // differently (docs/decisions.md, "Accumulators").
-    let members: HashSet<String> = decided
+    let members: HashSet<&str> = decided
         .iter()
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.value).ok())
-        .filter(|d| missing.iter().any(|id| d["claim_id"] == id.as_str()))
-        .filter_map(|d| d["member_id"].as_str().map(str::to_owned))
+        .filter_map(|(_, d)| d["member_id"].as_str())
         .collect();
     for r in bus.scan(&topics.accumulators).await.unwrap_or_default() {
         if members.iter().any(|m| r.key.contains(&format!("/{m}/"))) {
