@@ -630,9 +630,8 @@ async fn missing_events_report(
             );
         }
     }
-    // The members' records on `state.accumulators`: a batch redelivered after a kill
-    // that finds some of its state records landed and others not prices its claims
-    // differently (docs/decisions.md, "Accumulators").
+    // The members' records on `state.accumulators`: which of a batch's counts landed
+    // before a kill (docs/decisions.md, "Accumulators", restored from the store).
     let members: HashSet<&str> = decided
         .iter()
         .filter_map(|(_, d)| d["member_id"].as_str())

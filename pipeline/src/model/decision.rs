@@ -77,6 +77,11 @@ pub struct Decision {
     /// topic only in a decision the fused chain wrote already (see [`Self::written`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted: Option<(i32, Usage)>,
+    /// With `counted`: the claim's place in the member's year (its `seq`), kept with the
+    /// store's copy, from which a restart restores the years. Not on the topic: a
+    /// rebuild counts the written decisions again, in the same order.
+    #[serde(skip)]
+    pub counted_seq: u64,
     /// Read from `claims.decided`: the decision is one the fused chain wrote to the store
     /// itself, benefits applied, and put on the topic as the record of it (see
     /// [`WRITTEN_PREFIX`]). The snapshot stage passes it by; `claims replay` writes it
@@ -218,6 +223,7 @@ impl Decision {
             replaces_claim_id: None,
             facts: None,
             counted: None,
+            counted_seq: 0,
             written: false,
             lines_json: None,
         }

@@ -79,10 +79,11 @@ impl Stage for Chain {
     }
 
     async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
-        // The state is reread from the topics, which must hold every batch handled.
+        // The state is reread from the topics and the store, which must hold every
+        // batch handled.
         self.settle().await;
-        if let Some(shared) = &self.accumulators {
-            *lock(shared) = Accumulators::load(&self.topics.accumulators, bus).await?;
+        if let (Some(shared), Some(store)) = (&self.accumulators, &self.snapshot) {
+            *lock(shared) = Accumulators::restore(store).await?;
         }
         self.fraud.reassigned(bus).await
     }

@@ -364,6 +364,7 @@ pub fn decide(
         replaces_claim_id: replaced.map(str::to_owned),
         facts: None,
         counted: None,
+        counted_seq: 0,
         written: false,
         lines_json: None,
     };

@@ -88,10 +88,7 @@ pub async fn spawn(
     // The members' accumulators: one state for the snapshot stage and the chain that
     // writes its decisions in this process.
     let accumulators = if names.iter().any(|n| n == "snapshot") {
-        Some(
-            snapshot::accumulators::Accumulators::shared(&deps.topics.accumulators, &deps.bus)
-                .await?,
-        )
+        Some(snapshot::accumulators::Accumulators::shared(&deps.store).await?)
     } else {
         None
     };

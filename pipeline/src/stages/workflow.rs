@@ -119,6 +119,7 @@ pub fn process(
         replaces_claim_id: None,
         facts: None,
         counted: None,
+        counted_seq: 0,
         written: false,
         lines_json: None,
     };

@@ -342,9 +342,9 @@ const CLOSURE_SQL: &str = "UPDATE review_tasks SET status = 'done', decided_at =
 fn count_sql(backend: Backend, rows: usize) -> String {
     format!(
         "INSERT INTO member_accumulators \
-         (tenant_id, member_id, year, claim_id, deductible, out_of_pocket, paid, visits) \
+         (tenant_id, member_id, year, claim_id, deductible, out_of_pocket, paid, visits, seq) \
          VALUES {} ON CONFLICT DO NOTHING",
-        values_list(backend, rows, 8)
+        values_list(backend, rows, 9)
     )
 }
 
@@ -362,9 +362,16 @@ fn bind_counts<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) ->
             .bind(usage.deductible)
             .bind(usage.out_of_pocket)
             .bind(usage.paid)
-            .bind(row.visits.as_deref().unwrap_or("{}"));
+            .bind(row.visits.as_deref().unwrap_or("{}"))
+            .bind(seq_column(d.counted_seq));
     }
     q
+}
+
+/// A `seq` as the store's BIGINT holds it: places are counted from 0 one claim at a
+/// time, so one past `i64::MAX` is never reached.
+fn seq_column(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
 fn task_sql(backend: Backend, rows: usize) -> String {

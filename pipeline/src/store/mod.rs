@@ -43,6 +43,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor};
 
+pub use accumulators::CountedClaim;
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
 pub use checkpoint::checkpoints;
 pub use checksum::TableChecksum;

@@ -1,10 +1,11 @@
 //! The members' accumulators: per member and calendar year, the claims counted in it
 //! with their usage (see [`MemberYear`]). Kept in memory by the snapshot stage, which
-//! takes every decision of a member in order, and written to the compacted topic
-//! `state.accumulators` a record per counted claim, so that it is rebuilt from the
-//! topic on start and when partitions move, like the fraud state. A record per claim,
-//! rather than one per member and year, makes the order in which two writers' records
-//! land irrelevant, and a member's year is only as large as the claims counted in it.
+//! takes every decision of a member in order; written to the store with the decisions
+//! (a row per counted claim, from which it is restored on start and when partitions
+//! move) and to the compacted topic `state.accumulators` (a record per counted claim,
+//! for analysts and as the log of every change). A record per claim, rather than one
+//! per member and year, makes the order in which two writers' records land irrelevant,
+//! and a member's year is only as large as the claims counted in it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -12,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::adjudication::{Counted, MemberYear, Usage};
-use crate::bus::{Bus, Record, TopicSpec};
 use crate::stages::StageError;
+use crate::store::Store;
 
 /// A value of `state.accumulators` (`accumulator.avsc`): one claim counted in a
 /// member's year, or taken out of it again (`reversed`).
@@ -96,28 +97,30 @@ impl Accumulators {
         state
     }
 
-    /// Rebuilds the state from the compacted topic. A record that does not parse is
-    /// fatal: adjudicating against a year that misses a claim would pay a deductible
-    /// twice.
-    pub async fn load(topic: &TopicSpec, bus: &Bus) -> Result<Self, StageError> {
-        let corrupt = |r: &Record, e: serde_json::Error| {
-            StageError::Fatal(format!(
-                "the accumulator record {} at {}:{}:{} does not parse: {e}",
-                r.key, r.topic, r.partition, r.offset
-            ))
-        };
-        let mut entries = Vec::new();
-        for r in bus.scan(topic).await? {
-            entries.push(serde_json::from_slice::<Entry>(&r.value).map_err(|e| corrupt(&r, e))?);
-        }
-        let state = Self::from_entries(entries);
+    /// Restores the state from the store's copy, which is written in the transaction
+    /// that holds the decisions: the years as they stand after the last batch the store
+    /// committed, whatever of that batch's records reached `state.accumulators` (on
+    /// Kafka they land partition by partition, and a crash may come between). A batch
+    /// redelivered after a restart then finds each claim's year as it found it the
+    /// first time, and is decided the same way. A row that does not parse is fatal:
+    /// adjudicating against a year that misses a claim would pay a deductible twice.
+    pub async fn restore(store: &Store) -> Result<Self, StageError> {
+        let mut state = Self::default();
+        store
+            .counted_claims(|c| {
+                state
+                    .year_mut(&c.tenant_id, &c.member_id, c.year)
+                    .restore(&c.claim_id, c.counted);
+            })
+            .await
+            .map_err(|e| StageError::Fatal(format!("restoring the accumulators: {e}")))?;
         tracing::info!(members = state.members(), "Accumulators restored.");
         Ok(state)
     }
 
-    /// [`Self::load`] into a new shared state.
-    pub async fn shared(topic: &TopicSpec, bus: &Bus) -> Result<Shared, StageError> {
-        Ok(Arc::new(Mutex::new(Self::load(topic, bus).await?)))
+    /// [`Self::restore`] into a new shared state.
+    pub async fn shared(store: &Store) -> Result<Shared, StageError> {
+        Ok(Arc::new(Mutex::new(Self::restore(store).await?)))
     }
 }
 

@@ -53,8 +53,8 @@ impl Stage for Snapshot {
         self.topics.decided.clone()
     }
 
-    async fn reassigned(&mut self, bus: &Bus) -> Result<(), StageError> {
-        let fresh = Accumulators::load(&self.topics.accumulators, bus).await?;
+    async fn reassigned(&mut self, _bus: &Bus) -> Result<(), StageError> {
+        let fresh = Accumulators::restore(&self.store).await?;
         *lock(&self.accumulators) = fresh;
         Ok(())
     }
@@ -182,7 +182,11 @@ pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::adjudication::Pricing;
+    use crate::bus::EmbeddedLog;
     use crate::model::{DomainEvent, EventKind};
 
     fn decision(claim_id: &str, kinds: &[EventKind]) -> Decision {
@@ -232,5 +236,120 @@ mod tests {
             want.map(|(k, e)| (k.to_owned(), e.to_owned())),
             "a decision that lost to an earlier one announces nothing"
         );
+    }
+
+    /// A decision of member M-1's on a plan with a 500.00 deductible and 20%
+    /// coinsurance, for one line of `amount`.
+    fn priced(claim_id: &str, amount: i64) -> Decision {
+        let mut d = decision(claim_id, &[EventKind::ClaimCompleted]);
+        d.lines = vec![serde_json::from_value(serde_json::json!({
+            "line_no": 1, "procedure_code": "99213", "units": 1, "amount": amount,
+            "modifiers": [], "adjudication": null,
+        }))
+        .unwrap()];
+        d.pricing = Some(Pricing {
+            member_id: "M-1".into(),
+            plan_id: "gold".into(),
+            benefits: Arc::new(schemas::plan::Benefits {
+                deductible: 50_000,
+                coinsurance_pct: 20,
+                out_of_pocket_max: 1_000_000,
+                ..Default::default()
+            }),
+            year: 2026,
+            fee_schedule: Default::default(),
+            denials: Vec::new(),
+            cap: None,
+        });
+        d
+    }
+
+    fn records(topics: &Topics, decisions: &[Decision]) -> Vec<Record> {
+        decisions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let (_, m) = encode(&topics.decided, d.key(), d);
+                Record {
+                    topic: topics.decided.name.clone(),
+                    partition: 0,
+                    offset: i as i64,
+                    key: m.key,
+                    value: m.value,
+                    timestamp_ms: 0,
+                }
+            })
+            .collect()
+    }
+
+    fn on<'a>(topic: &'a TopicSpec, out: &'a Outputs) -> impl Iterator<Item = &'a Message> {
+        out.iter()
+            .filter(move |(t, _)| t.name == topic.name)
+            .map(|(_, m)| m)
+    }
+
+    /// The events among `out`, as text.
+    fn events<'a>(topics: &'a Topics, out: &'a Outputs) -> Vec<&'a str> {
+        on(&topics.events, out)
+            .map(|m| std::str::from_utf8(&m.value).unwrap())
+            .collect()
+    }
+
+    /// A batch redelivered after a crash finds its members' years as the store holds
+    /// them, whatever of its records reached `state.accumulators`: on Kafka they land
+    /// partition by partition, and a year restored with a later claim's count but not
+    /// an earlier one's would price the later claim again against less; the store
+    /// would keep the first decision and its events would never be published.
+    #[tokio::test]
+    async fn a_batch_redelivered_after_a_restart_is_decided_as_the_store_holds_it() {
+        let path = std::env::temp_dir().join(format!(
+            "claims-snapshot-{}.db",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let store = Store::open(&url, &Default::default()).await.unwrap();
+        let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
+        let topics = Topics::new("p.", 4);
+        bus.ensure_topics(&topics.all()).await.unwrap();
+        let snapshot = || Snapshot {
+            topics: topics.clone(),
+            store: store.clone(),
+            accumulators: Default::default(),
+            twins: false,
+            passed: Passed::default(),
+        };
+        // C-1 meets 400.00 of the deductible; C-2 the last 100.00, then coinsurance.
+        let batch = records(&topics, &[priced("C-1", 40_000), priced("C-2", 30_000)]);
+
+        let mut first = snapshot();
+        let out = first.write(&batch).await.unwrap();
+        let first_events = events(&topics, &out);
+        assert_eq!(first_events.len(), 2, "both claims complete");
+        // The crash: C-2's state record landed, C-1's did not.
+        let landed: Vec<Message> = on(&topics.accumulators, &out)
+            .filter(|m| m.key.ends_with("/C-2"))
+            .cloned()
+            .collect();
+        assert_eq!(landed.len(), 1);
+        bus.publish(&topics.accumulators, &landed).await.unwrap();
+
+        let mut again = snapshot();
+        again.reassigned(&bus).await.unwrap();
+        let redelivered = again.write(&batch).await.unwrap();
+        assert_eq!(
+            events(&topics, &redelivered),
+            first_events,
+            "the redelivered batch is decided as the first time, and its events published"
+        );
+        assert_eq!(
+            on(&topics.accumulators, &redelivered).count(),
+            2,
+            "both counts are published again, the one that had not landed too"
+        );
+        let year = store
+            .member_accumulators("acme", "M-1", 2026)
+            .await
+            .unwrap();
+        assert_eq!((year.deductible, year.paid), (50_000, 16_000));
     }
 }

@@ -68,9 +68,11 @@ fn reverse_replaced(d: &Decision, state: &mut Accumulators) -> Option<Count> {
 }
 
 /// A written decision's count, as the chain made it.
-fn restore(d: &Decision, state: &mut Accumulators) -> Option<Count> {
+fn restore(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     let (year, usage) = d.counted.clone()?;
-    count(d, state, year, usage)
+    let c = count(d, state, year, usage)?;
+    d.counted_seq = c.entry.seq;
+    Some(c)
 }
 
 /// Counts the decision's claim in its member's year, if not counted yet.
@@ -117,6 +119,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     }
     let c = count(d, state, year_of_service, usage)?;
     d.counted = Some((year_of_service, c.entry.usage.clone()));
+    d.counted_seq = c.entry.seq;
     Some(c)
 }
 
