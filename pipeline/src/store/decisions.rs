@@ -420,6 +420,26 @@ fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> 
     q
 }
 
+/// Whether two audit details of a flagged claim's decision differ in its estimate alone:
+/// the lines priced against its member's year as it stood when it was written, and
+/// their approved amount. A batch redelivered after a restart finds the year with the
+/// batch's later claims counted already, and prices the estimate again against more;
+/// the decision is the same (its events carry no estimate), so its events are
+/// published, and the store keeps the first estimate.
+fn same_but_estimate(recorded: &str, again: &str) -> bool {
+    let without_estimate = |text: &str| {
+        let mut details: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).ok()?;
+        details.remove("lines");
+        details.remove("approved_amount");
+        Some(details)
+    };
+    match (without_estimate(recorded), without_estimate(again)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// What [`Store::check_decisions_in`] found: per decision, whether it is the one the
 /// store holds for its claim and version; and which decisions' audit records are new.
 #[derive(Debug, Clone, PartialEq)]
@@ -474,7 +494,11 @@ impl Store {
         };
         for (i, e) in entries.iter().map(|e| &e.entry).enumerate() {
             match recorded.get(&e.audit_id) {
-                Some(details) => check.held.push(*details == e.details),
+                Some(details) => check.held.push(
+                    *details == e.details
+                        || (prepared.rows[i].d.status == ClaimStatus::PendingReview
+                            && same_but_estimate(details, &e.details)),
+                ),
                 None => {
                     recorded.insert(e.audit_id.clone(), e.details.clone());
                     check.held.push(true);

@@ -318,13 +318,25 @@ mod tests {
             twins: false,
             passed: Passed::default(),
         };
-        // C-1 meets 400.00 of the deductible; C-2 the last 100.00, then coinsurance.
-        let batch = records(&topics, &[priced("C-1", 40_000), priced("C-2", 30_000)]);
+        // F is flagged: priced against the year as it stands, an estimate for the
+        // officer, counting nothing. C-1 meets 400.00 of the deductible; C-2 the last
+        // 100.00, then coinsurance.
+        let flagged = Decision {
+            status: schemas::claim::ClaimStatus::PendingReview,
+            outcome: schemas::claim::Outcome::Flagged,
+            task_id: Some("task_F".into()),
+            events: decision("F", &[EventKind::ClaimFlagged]).events,
+            ..priced("F", 20_000)
+        };
+        let batch = records(
+            &topics,
+            &[flagged, priced("C-1", 40_000), priced("C-2", 30_000)],
+        );
 
         let mut first = snapshot();
         let out = first.write(&batch).await.unwrap();
         let first_events = events(&topics, &out);
-        assert_eq!(first_events.len(), 2, "both claims complete");
+        assert_eq!(first_events.len(), 3, "F is flagged, C-1 and C-2 complete");
         // The crash: C-2's state record landed, C-1's did not.
         let landed: Vec<Message> = on(&topics.accumulators, &out)
             .filter(|m| m.key.ends_with("/C-2"))
@@ -339,7 +351,8 @@ mod tests {
         assert_eq!(
             events(&topics, &redelivered),
             first_events,
-            "the redelivered batch is decided as the first time, and its events published"
+            "the redelivered batch is decided as the first time, and its events published \
+             (F's estimate, priced against the year with C-1 and C-2 counted, aside)"
         );
         assert_eq!(
             on(&topics.accumulators, &redelivered).count(),
