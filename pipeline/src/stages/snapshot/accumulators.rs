@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adjudication::{Counted, MemberYear, Usage};
 use crate::stages::StageError;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// A value of `state.accumulators` (`accumulator.avsc`): one claim counted in a
 /// member's year, or taken out of it again (`reversed`).
@@ -103,7 +103,8 @@ impl Accumulators {
     /// Kafka they land partition by partition, and a crash may come between). A batch
     /// redelivered after a restart then finds each claim's year as it found it the
     /// first time, and is decided the same way. A row that does not parse is fatal:
-    /// adjudicating against a year that misses a claim would pay a deductible twice.
+    /// adjudicating against a year that misses a claim would pay a deductible twice. A
+    /// database that does not answer is transient: the restore is tried again.
     pub async fn restore(store: &Store) -> Result<Self, StageError> {
         let mut state = Self::default();
         store
@@ -113,7 +114,12 @@ impl Accumulators {
                     .restore(&c.claim_id, c.counted);
             })
             .await
-            .map_err(|e| StageError::Fatal(format!("restoring the accumulators: {e}")))?;
+            .map_err(|e| match e {
+                StoreError::Corrupt(_) => {
+                    StageError::Fatal(format!("restoring the accumulators: {e}"))
+                }
+                e => e.into(),
+            })?;
         tracing::info!(members = state.members(), "Accumulators restored.");
         Ok(state)
     }
