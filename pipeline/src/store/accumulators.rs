@@ -32,35 +32,26 @@ impl Store {
         &self,
         mut each: impl FnMut(CountedClaim),
     ) -> Result<u64, StoreError> {
-        let mut after: Option<(String, String, i64, String)> = None;
+        // Before every key: tenant ids are never empty.
+        let mut after = (String::new(), String::new(), i64::MIN, String::new());
+        let sql = format!(
+            "{COUNTED_COLUMNS} WHERE (tenant_id, member_id, year, claim_id) > ($1, $2, $3, $4) \
+             ORDER BY tenant_id, member_id, year, claim_id LIMIT $5"
+        );
         let mut read = 0;
         loop {
-            let rows: Vec<CountedRow> = match &after {
-                None => {
-                    sqlx::query_as(&format!(
-                        "{COUNTED_COLUMNS} ORDER BY tenant_id, member_id, year, claim_id LIMIT $1"
-                    ))
-                    .bind(COUNTED_PAGE)
-                    .fetch_all(self.reader())
-                    .await?
-                }
-                Some((tenant, member, year, claim)) => {
-                    sqlx::query_as(&format!(
-                        "{COUNTED_COLUMNS} WHERE (tenant_id, member_id, year, claim_id) > ($1, $2, $3, $4) \
-                         ORDER BY tenant_id, member_id, year, claim_id LIMIT $5"
-                    ))
-                    .bind(tenant)
-                    .bind(member)
-                    .bind(*year)
-                    .bind(claim)
-                    .bind(COUNTED_PAGE)
-                    .fetch_all(self.reader())
-                    .await?
-                }
-            };
+            let (tenant, member, year, claim) = &after;
+            let rows: Vec<CountedRow> = sqlx::query_as(&sql)
+                .bind(tenant)
+                .bind(member)
+                .bind(*year)
+                .bind(claim)
+                .bind(COUNTED_PAGE)
+                .fetch_all(self.reader())
+                .await?;
             let full = rows.len() as i64 == COUNTED_PAGE;
             if let Some((t, m, y, c, ..)) = rows.last() {
-                after = Some((t.clone(), m.clone(), *y, c.clone()));
+                after = (t.clone(), m.clone(), *y, c.clone());
             }
             for row in rows {
                 each(counted_claim(row)?);

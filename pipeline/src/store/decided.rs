@@ -281,18 +281,13 @@ mod tests {
 
     use super::DecidedWindow;
     use crate::model::ClaimSubmitted;
-    use crate::store::{NewClaim, Store};
+    use crate::store::NewClaim;
 
     /// Pages in (received, claim id) order, each claim once, the fraud score exact:
     /// the order is the database's, inside one aggregated document.
     #[tokio::test]
     async fn pages_of_decided_claims_follow_each_other_in_order() {
-        let path = std::env::temp_dir().join(format!(
-            "claims-decided-{}.db",
-            uuid::Uuid::new_v4().simple()
-        ));
-        let url = format!("sqlite://{}", path.display());
-        let store = Store::open(&url, &Default::default()).await.unwrap();
+        let (store, path) = crate::store::temp("decided").await;
         let tenant = TenantId::parse("acme").unwrap();
         // Two claims share each moment; ids are given out of order.
         let commands: Vec<ClaimSubmitted> = [5, 2, 9, 1, 7, 3, 8]

@@ -380,6 +380,21 @@ impl FromStr for Backend {
     }
 }
 
+/// A store in a new SQLite file under the system's temporary directory, for unit tests;
+/// with the file's path.
+#[cfg(test)]
+pub async fn temp(name: &str) -> (Store, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!(
+        "claims-{name}-{}.db",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let url = format!("sqlite://{}", path.display());
+    let store = Store::open(&url, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    (store, path)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -396,10 +411,7 @@ mod tests {
     /// journal mode (or after the first table) SQLite ignores it without a word.
     #[tokio::test]
     async fn a_new_sqlite_database_gets_the_large_pages() {
-        let path =
-            std::env::temp_dir().join(format!("claims-pages-{}.db", uuid::Uuid::new_v4().simple()));
-        let url = format!("sqlite://{}", path.display());
-        let store = super::Store::open(&url, &Default::default()).await.unwrap();
+        let (store, path) = super::temp("pages").await;
         let size: i64 = sqlx::query_scalar("PRAGMA page_size")
             .fetch_one(store.reader())
             .await

@@ -302,12 +302,7 @@ mod tests {
     /// would keep the first decision and its events would never be published.
     #[tokio::test]
     async fn a_batch_redelivered_after_a_restart_is_decided_as_the_store_holds_it() {
-        let path = std::env::temp_dir().join(format!(
-            "claims-snapshot-{}.db",
-            uuid::Uuid::new_v4().simple()
-        ));
-        let url = format!("sqlite://{}", path.display());
-        let store = Store::open(&url, &Default::default()).await.unwrap();
+        let (store, _) = crate::store::temp("snapshot").await;
         let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
         let topics = Topics::new("p.", 4);
         bus.ensure_topics(&topics.all()).await.unwrap();
