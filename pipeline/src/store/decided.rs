@@ -339,10 +339,7 @@ mod tests {
             let Some(next) = next else { break };
             window.after = Some(next);
         }
-        store.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        crate::store::remove_temp(store, &path).await;
         assert_eq!(seen, ["C-2", "C-5", "C-1", "C-3", "C-7", "C-8"]);
     }
 }

@@ -395,6 +395,15 @@ pub async fn temp(name: &str) -> (Store, std::path::PathBuf) {
     (store, path)
 }
 
+/// Closes a store of [`temp`] and removes its file with the write-ahead log beside it.
+#[cfg(test)]
+pub async fn remove_temp(store: Store, path: &std::path::Path) {
+    store.close().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -416,10 +425,7 @@ mod tests {
             .fetch_one(store.reader())
             .await
             .unwrap();
-        store.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        super::remove_temp(store, &path).await;
         assert_eq!(size, i64::from(super::PAGE_SIZE));
     }
 }

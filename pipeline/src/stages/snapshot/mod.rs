@@ -302,7 +302,7 @@ mod tests {
     /// would keep the first decision and its events would never be published.
     #[tokio::test]
     async fn a_batch_redelivered_after_a_restart_is_decided_as_the_store_holds_it() {
-        let (store, _) = crate::store::temp("snapshot").await;
+        let (store, path) = crate::store::temp("snapshot").await;
         let bus = Bus::Embedded(EmbeddedLog::new(store.clone()));
         let topics = Topics::new("p.", 4);
         bus.ensure_topics(&topics.all()).await.unwrap();
@@ -359,5 +359,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((year.deductible, year.paid), (50_000, 16_000));
+        crate::store::remove_temp(store, &path).await;
     }
 }
