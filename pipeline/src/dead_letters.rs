@@ -183,5 +183,8 @@ pub async fn redrive(bus: &Bus, topics: &Topics) -> Result<Vec<Parked>, DeadLett
         }
         consumer.commit(&batch).await?;
     }
+    if let Err(e) = consumer.close().await {
+        tracing::warn!(error = %e, "The redrive's consumer did not close cleanly.");
+    }
     Ok(redriven)
 }

@@ -45,6 +45,7 @@ buses!(
         records_come_back_in_order_per_key_with_their_offsets,
         a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again,
         a_waiting_consumer_wakes_as_soon_as_a_record_is_published,
+        a_consumer_closed_before_serving_its_assignment_closes_and_hands_over_its_records,
     ],
     embedded: [
         one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
@@ -224,6 +225,35 @@ async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
     assert_eq!(got.len(), 1);
     // Woken by the publish, not by the end of the 30 s wait.
     assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+}
+
+async fn a_consumer_closed_before_serving_its_assignment_closes_and_hands_over_its_records(
+    b: Backend,
+) {
+    let f = fixture(b).await;
+    let bus = f.bus();
+    let t = topic("t", false);
+    let records: Vec<Message> = (0..8).map(|i| msg(&format!("k{i}"), "v")).collect();
+    bus.publish(&t, &records).await.unwrap();
+    // Joined, then left alone while the group assigns it the partitions: on Kafka the
+    // assignment waits in its queue, never served, which is what hangs a plain close.
+    let idle = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let closing = tokio::time::timeout(Duration::from_secs(40), idle.close()).await;
+    assert!(
+        matches!(closing, Ok(Ok(()))),
+        "the consumer closes: {closing:?}"
+    );
+
+    // Nothing was committed on its behalf: the group's next member reads every record.
+    let mut next = bus.consumer("g", &[t]).await.unwrap();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < records.len() && started.elapsed() < Duration::from_secs(30) {
+        got.extend(next.poll(100, Duration::from_secs(1)).await.unwrap());
+    }
+    assert_eq!(got.len(), records.len());
+    eprintln!("handed over in {:?}", started.elapsed());
 }
 
 async fn one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit(b: Backend) {

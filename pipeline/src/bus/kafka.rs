@@ -18,6 +18,7 @@
 //!   a broker that keeps every version.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ use rdkafka::message::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use schemas::avro::TopicSchema;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 use super::record::{partition_for, Message, Record};
 use super::registry::SchemaRegistry;
@@ -48,6 +49,9 @@ const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a produced record may wait for the broker's acknowledgement.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long each step of closing a consumer (leaving the group, then the client's own
+/// close) may take before the consumer is left to finish on its own.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the broker is and how topics are created on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -455,7 +459,7 @@ impl KafkaBus {
         consumer.subscribe(&names).map_err(broker)?;
         Ok(KafkaConsumer {
             bus: self.clone(),
-            consumer,
+            consumer: Member(Some(consumer)),
             assigned,
             assignments: Default::default(),
             schemas: topics
@@ -532,9 +536,50 @@ impl ConsumerContext for Rebalances {
     }
 }
 
+/// A member's client, closed on a thread of its own when it goes: librdkafka's close
+/// serves the events still queued, and an assignment among them makes it wait forever
+/// (librdkafka #4884), which must not take an async worker, or the process's shutdown,
+/// with it. [`KafkaConsumer::close`] leaves the group first so that it does not happen.
+struct Member(Option<StreamConsumer<Rebalances>>);
+
+impl Deref for Member {
+    type Target = StreamConsumer<Rebalances>;
+
+    fn deref(&self) -> &Self::Target {
+        self.0
+            .as_ref()
+            .expect("a member has its client until it is dropped")
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(closed_apart(client));
+        }
+    }
+}
+
+/// Drops `client` on a thread of its own; the receiver hears once its close finished.
+fn closed_apart(client: StreamConsumer<Rebalances>) -> oneshot::Receiver<()> {
+    let (done, closed) = oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("kafka-close".into())
+        .spawn(move || {
+            drop(client);
+            // Nobody waits for a consumer dropped without `close`.
+            let _ = done.send(());
+        });
+    if let Err(e) = spawned {
+        // The closure, and the client with it, was dropped here.
+        tracing::warn!(error = %e, "No thread to close a consumer on; closed in place.");
+    }
+    closed
+}
+
 pub struct KafkaConsumer {
     bus: KafkaBus,
-    consumer: StreamConsumer<Rebalances>,
+    consumer: Member,
     assigned: Arc<AtomicU64>,
     assignments: super::Assignments,
     /// The value schema of each subscribed topic that has one.
@@ -620,6 +665,46 @@ impl KafkaConsumer {
             tracing::debug!(error = %e, "Commit deferred to the next one.");
         }
         Ok(())
+    }
+
+    /// Leaves the group, then closes the client. Leaving first (unsubscribe, then serve
+    /// the rebalance events until no partition is assigned and none is coming) means
+    /// the close finds no assignment waiting, the one thing that hangs it. Records
+    /// fetched meanwhile are dropped: their offsets were never stored, so the
+    /// partitions' next owner reads them. `Err` when a step ran out of time; the client
+    /// then finishes closing on its own thread.
+    pub async fn close(mut self) -> Result<(), BusError> {
+        self.consumer.unsubscribe();
+        let deadline = tokio::time::Instant::now() + CLOSE_TIMEOUT;
+        let mut quiet = 0;
+        while quiet < 3 {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(BusError::Broker(
+                    "the consumer still had partitions after leaving its group".into(),
+                ));
+            }
+            let served = tokio::time::timeout(Duration::from_millis(100), self.consumer.recv());
+            match served.await {
+                Ok(Ok(_)) => quiet = 0,
+                outcome => {
+                    if let Ok(Err(e)) = outcome {
+                        tracing::debug!(error = %e, "A consumer error while leaving the group.");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    let unassigned = self.consumer.assignment().map_or(true, |a| a.count() == 0);
+                    quiet = if unassigned { quiet + 1 } else { 0 };
+                }
+            }
+        }
+        let Some(client) = self.consumer.0.take() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(CLOSE_TIMEOUT, closed_apart(client)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(BusError::Broker(
+                "the consumer's client did not finish closing in time".into(),
+            )),
+        }
     }
 
     /// Produces `outputs`, waits for every acknowledgement, then commits `records`. Not

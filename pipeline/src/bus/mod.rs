@@ -171,6 +171,16 @@ impl Consumer {
         }
     }
 
+    /// Leaves the group at once, its partitions going to the other members now rather
+    /// than when its session runs out. On Kafka, `Err` when the client did not finish
+    /// closing in time; it goes on closing on a thread of its own.
+    pub async fn close(self) -> Result<(), BusError> {
+        match self {
+            Consumer::Embedded(_) => Ok(()),
+            Consumer::Kafka(c) => c.close().await,
+        }
+    }
+
     /// Marks these records processed: the group resumes after them.
     pub async fn commit(&mut self, records: &[Record]) -> Result<(), BusError> {
         match self {

@@ -144,6 +144,7 @@ pub async fn run<S: Stage>(
             // member has their partitions once this one has joined again.
             tracing::error!(stage = stage.name(), reason = %why, "The consumer was put out of its group for good; joining it afresh.");
             stage.settle().await;
+            // A fenced client cannot leave the group; it closes on a thread of its own.
             drop(consumer);
             let Some(fresh) = join(&stage, &bus, &mut shutdown).await else {
                 return Ok(());
@@ -189,7 +190,15 @@ pub async fn run<S: Stage>(
         }
     }
     stage.settle().await;
+    leave(stage.name(), consumer).await;
     Ok(())
+}
+
+/// Closes `consumer`, its partitions going to the group's other members at once.
+async fn leave(stage: &str, consumer: Consumer) {
+    if let Err(e) = consumer.close().await {
+        tracing::warn!(stage, error = %e, "Leaving the group did not finish; its partitions move once its session runs out.");
+    }
 }
 
 /// Joins `stage`'s consumer group, retrying with backoff; `None` once `shutdown` turns.
