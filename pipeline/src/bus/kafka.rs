@@ -567,7 +567,7 @@ fn closed_apart(client: StreamConsumer<Rebalances>) -> oneshot::Receiver<()> {
         .name("kafka-close".into())
         .spawn(move || {
             drop(client);
-            // Nobody waits for a consumer dropped without `close`.
+            // No one is listening when the consumer was dropped without `close`.
             let _ = done.send(());
         });
     if let Err(e) = spawned {
@@ -669,30 +669,44 @@ impl KafkaConsumer {
 
     /// Leaves the group, then closes the client. Leaving first (unsubscribe, then serve
     /// the rebalance events until no partition is assigned and none is coming) means
-    /// the close finds no assignment waiting, the one thing that hangs it. Records
+    /// the close finds no assignment waiting, the one thing that hangs it. A static
+    /// member (`CLAIMS_INSTANCE_ID`) keeps its partitions for its restart instead, as
+    /// its close does: it stops fetching and serves the events already queued. Records
     /// fetched meanwhile are dropped: their offsets were never stored, so the
     /// partitions' next owner reads them. `Err` when a step ran out of time; the client
     /// then finishes closing on its own thread.
     pub async fn close(mut self) -> Result<(), BusError> {
-        self.consumer.unsubscribe();
+        let leaves = self.bus.inner.settings.instance_id.is_none();
+        if leaves {
+            self.consumer.unsubscribe();
+        } else {
+            self.stop_fetching();
+        }
         let deadline = tokio::time::Instant::now() + CLOSE_TIMEOUT;
         let mut quiet = 0;
         while quiet < 3 {
             if tokio::time::Instant::now() >= deadline {
                 return Err(BusError::Broker(
-                    "the consumer still had partitions after leaving its group".into(),
+                    "the consumer's events did not settle before closing".into(),
                 ));
             }
             let served = tokio::time::timeout(Duration::from_millis(100), self.consumer.recv());
             match served.await {
-                Ok(Ok(_)) => quiet = 0,
+                Ok(Ok(_)) => {
+                    quiet = 0;
+                    if !leaves {
+                        // From partitions assigned since: stop those too.
+                        self.stop_fetching();
+                    }
+                }
                 outcome => {
                     if let Ok(Err(e)) = outcome {
-                        tracing::debug!(error = %e, "A consumer error while leaving the group.");
+                        tracing::debug!(error = %e, "A consumer error while closing.");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    let unassigned = self.consumer.assignment().map_or(true, |a| a.count() == 0);
-                    quiet = if unassigned { quiet + 1 } else { 0 };
+                    let settled =
+                        !leaves || self.consumer.assignment().map_or(true, |a| a.count() == 0);
+                    quiet = if settled { quiet + 1 } else { 0 };
                 }
             }
         }
@@ -704,6 +718,17 @@ impl KafkaConsumer {
             _ => Err(BusError::Broker(
                 "the consumer's client did not finish closing in time".into(),
             )),
+        }
+    }
+
+    /// Pauses every partition assigned: the client fetches nothing more for them.
+    fn stop_fetching(&self) {
+        let paused = self
+            .consumer
+            .assignment()
+            .and_then(|assigned| self.consumer.pause(&assigned));
+        if let Err(e) = paused {
+            tracing::debug!(error = %e, "Fetching not paused before closing.");
         }
     }
 
