@@ -691,28 +691,28 @@ impl KafkaConsumer {
                 ));
             }
             let served = tokio::time::timeout(Duration::from_millis(100), self.consumer.recv());
-            match served.await {
+            let outcome = served.await;
+            if let Ok(Err(e)) = &outcome {
+                tracing::debug!(error = %e, "A consumer error while closing.");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            quiet = match outcome {
                 Ok(Ok(_)) => {
-                    quiet = 0;
                     if !leaves {
                         // From partitions assigned since: stop those too.
                         self.stop_fetching();
                     }
+                    0
                 }
-                outcome => {
-                    if let Ok(Err(e)) = outcome {
-                        tracing::debug!(error = %e, "A consumer error while closing.");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    let settled =
-                        !leaves || self.consumer.assignment().map_or(true, |a| a.count() == 0);
-                    quiet = if settled { quiet + 1 } else { 0 };
-                }
-            }
+                _ if leaves && self.consumer.assignment().is_ok_and(|a| a.count() > 0) => 0,
+                _ => quiet + 1,
+            };
         }
-        let Some(client) = self.consumer.0.take() else {
-            return Ok(());
-        };
+        let client = self
+            .consumer
+            .0
+            .take()
+            .expect("a member has its client until it is dropped");
         match tokio::time::timeout(CLOSE_TIMEOUT, closed_apart(client)).await {
             Ok(Ok(())) => Ok(()),
             _ => Err(BusError::Broker(
