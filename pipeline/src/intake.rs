@@ -237,6 +237,11 @@ impl Committer {
         commands: Vec<ClaimSubmitted>,
         actor: &str,
     ) -> Result<Vec<Admitted>, StoreError> {
+        // A batch whose every item was refused writes nothing: no transaction to wait
+        // for, and none to fail while the store is away.
+        if commands.is_empty() {
+            return Ok(Vec::new());
+        }
         match self.store.backend() {
             Backend::Sqlite => self.accept(commands, actor).await,
             Backend::Postgres => {

@@ -15,6 +15,7 @@ crate::all_backends!(
     simultaneous_batches_accept_a_shared_claim_id_once_and_answer_each_in_order,
     a_batch_checks_each_item_and_answers_in_input_order,
     a_batch_may_be_ndjson,
+    a_batch_checked_while_the_store_is_away_is_answered_503_whole,
     claims_of_another_tenant_are_not_found,
     claims_are_listed_with_filters_and_a_cursor,
 );
@@ -408,6 +409,27 @@ async fn a_batch_checks_each_item_and_answers_in_input_order(b: Backend) {
         )
         .await;
     not_array.assert_error(StatusCode::BAD_REQUEST, "BAD_REQUEST");
+}
+
+/// An item whose check needs the store while it is away is no fault of the item: the
+/// whole batch is answered 503, as that claim alone would be, never 200 with the item
+/// rejected as `INTERNAL_ERROR` beside accepted neighbours.
+async fn a_batch_checked_while_the_store_is_away_is_answered_503_whole(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    // The rulebook and the session are read, and cached, before the store goes away.
+    let r = submit(&app, &s, claim("CLM-0")).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    // A provider never looked up before: its contract is read from the store.
+    let mut unseen = claim("CLM-1");
+    unseen["provider_id"] = json!("PRV-7");
+    app.store.close().await;
+    submit(&app, &s, unseen.clone())
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE");
+    submit_batch(&app, &s, vec![unseen])
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE");
 }
 
 async fn a_batch_may_be_ndjson(b: Backend) {

@@ -17,9 +17,12 @@ pub struct ItemError {
     pub field: Option<String>,
 }
 
-/// The item's share of an error that would have answered a single request.
-pub fn item_error(e: ApiError) -> ItemError {
-    let status = e.status();
+/// The item's share of an error that would have answered a single request, or the error
+/// itself when it is no fault of the item (the store away, a bug of ours): that answers
+/// the whole request, as it would have answered the item alone. An item is never told
+/// `INTERNAL_ERROR` while its neighbours are accepted; the caller has written nothing
+/// yet, so the client sends the whole body again.
+pub fn item_error(e: ApiError) -> Result<ItemError, ApiError> {
     let (code, message, field) = match e {
         ApiError::BadRequest { message, field } => ("BAD_REQUEST", message.into_owned(), field),
         ApiError::Validation { message, field } => {
@@ -31,20 +34,13 @@ pub fn item_error(e: ApiError) -> ItemError {
             field,
             ..
         } => (code, message.into_owned(), field),
-        other => {
-            tracing::error!(error = %other, %status, "An item failed.");
-            (
-                "INTERNAL_ERROR",
-                "the item could not be processed".to_owned(),
-                None,
-            )
-        }
+        other => return Err(other),
     };
-    ItemError {
+    Ok(ItemError {
         code: code.to_owned(),
         message,
         field,
-    }
+    })
 }
 
 /// The items of a body, each still unparsed: a JSON array (`application/json`) or one

@@ -207,11 +207,11 @@ pub struct BatchResult {
     pub results: Vec<BatchItem>,
 }
 
-fn item_error(claim_id: Option<String>, e: ApiError) -> BatchItem {
-    BatchItem::Rejected {
+fn item_error(claim_id: Option<String>, e: ApiError) -> Result<BatchItem, ApiError> {
+    Ok(BatchItem::Rejected {
         claim_id,
-        error: items::item_error(e),
-    }
+        error: items::item_error(e)?,
+    })
 }
 
 /// Submit up to 10,000 claims at once, as a JSON array or as `application/x-ndjson`.
@@ -259,7 +259,7 @@ pub(crate) async fn admit(
                 status: ClaimStatus::Received,
             }
         } else {
-            item_error(Some(claim_id), refused(a))
+            item_error(Some(claim_id), refused(a))?
         });
     }
     let results: Vec<BatchItem> = results.into_iter().flatten().collect();
@@ -325,9 +325,9 @@ pub(crate) async fn check_items(
             Ok(claim) => check(state, tenant_id, claim, &rulebook, today, now).await,
         };
         match outcome {
-            Err(e) => results.push(Some(item_error(id_hint, e))),
+            Err(e) => results.push(Some(item_error(id_hint, e)?)),
             Ok(cmd) if !seen.insert(cmd.claim.claim_id.as_str().to_owned()) => {
-                results.push(Some(item_error(id_hint, duplicate())));
+                results.push(Some(item_error(id_hint, duplicate())?));
             }
             Ok(cmd) => {
                 results.push(None);

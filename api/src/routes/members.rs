@@ -215,7 +215,7 @@ pub async fn import_members(
         });
     }
     let plans = state.store.plan_ids(&who.tenant_id).await?;
-    let (mut results, slots, members) = check_items(raw, &plans, Date::today_utc());
+    let (mut results, slots, members) = check_items(raw, &plans, Date::today_utc())?;
     let refs: Vec<&NewMember> = members.iter().collect();
     let outcomes = state
         .store
@@ -244,7 +244,11 @@ pub async fn import_members(
 /// Per item its refusal, or the slot of the member to write.
 type Checked = (Vec<Option<ImportItem>>, Vec<usize>, Vec<NewMember>);
 
-fn check_items(raw: Vec<serde_json::Value>, plans: &HashSet<String>, today: Date) -> Checked {
+fn check_items(
+    raw: Vec<serde_json::Value>,
+    plans: &HashSet<String>,
+    today: Date,
+) -> Result<Checked, ApiError> {
     let mut results = Vec::with_capacity(raw.len());
     let (mut slots, mut members) = (Vec::new(), Vec::new());
     for (i, item) in raw.into_iter().enumerate() {
@@ -268,9 +272,9 @@ fn check_items(raw: Vec<serde_json::Value>, plans: &HashSet<String>, today: Date
             }
             Err(e) => results.push(Some(ImportItem::Rejected {
                 member_id: hint,
-                error: items::item_error(e),
+                error: items::item_error(e)?,
             })),
         }
     }
-    (results, slots, members)
+    Ok((results, slots, members))
 }
