@@ -15,6 +15,7 @@ crate::both_backends!(
     a_tampered_payload_is_rejected,
     a_token_signed_by_another_key_is_rejected,
     an_expired_token_signed_by_the_right_key_is_token_expired,
+    a_token_used_while_valid_is_token_expired_once_it_expires,
     an_expired_token_signed_by_another_key_is_unauthorized,
     a_genuine_signature_over_an_unknown_session_or_issuer_is_rejected,
     a_missing_or_malformed_authorization_header_is_unauthorized,
@@ -134,6 +135,23 @@ async fn an_expired_token_signed_by_the_right_key_is_token_expired(b: Backend) {
     expire(&mut claims);
     let expired = sign_rs256(&claims, &kid_of(&token), &pem);
     rejected(&app, &expired, "TOKEN_EXPIRED").await;
+}
+
+/// A token is checked once and then remembered (its signature costs more than the rest
+/// of a small request): it must still stop working the second it expires.
+async fn a_token_used_while_valid_is_token_expired_once_it_expires(b: Backend) {
+    let (app, token, mut claims, pem) = setup(b).await;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    claims["iat"] = json!(now);
+    claims["exp"] = json!(now + 2);
+    let short = sign_rs256(&claims, &kid_of(&token), &pem);
+    for _ in 0..3 {
+        let r = app.get("/tenant/settings", &short).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+    // Expired once the clock has passed `exp`, in whole seconds.
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    rejected(&app, &short, "TOKEN_EXPIRED").await;
 }
 
 async fn an_expired_token_signed_by_another_key_is_unauthorized(b: Backend) {

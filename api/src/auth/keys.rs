@@ -24,8 +24,14 @@ use rsa::RsaPrivateKey;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::verified::VerifiedTokens;
+
 pub const ALGORITHM: &str = "RS256";
 const RSA_BITS: usize = 2048;
+
+/// How long a verified token is remembered at most: the default access-token lifetime.
+/// Its expiry is checked at every use; past this a token is simply verified again.
+const VERIFIED_FOR: std::time::Duration = std::time::Duration::from_secs(900);
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -62,6 +68,8 @@ pub struct KeyRing {
     store: Store,
     verifying: RwLock<HashMap<String, Arc<DecodingKey>>>,
     last_reload_ms: AtomicI64,
+    /// Tokens these keys verified; forgotten when the keys are reloaded.
+    verified: VerifiedTokens,
 }
 
 impl std::fmt::Debug for KeyRing {
@@ -101,6 +109,7 @@ impl KeyRing {
             store,
             verifying: RwLock::new(HashMap::new()),
             last_reload_ms: AtomicI64::new(0),
+            verified: VerifiedTokens::new(VERIFIED_FOR),
         };
         ring.reload().await?;
         Ok(ring)
@@ -112,6 +121,11 @@ impl KeyRing {
 
     pub fn encoding_key(&self) -> &EncodingKey {
         &self.encoding
+    }
+
+    /// The tokens these keys verified already.
+    pub fn verified(&self) -> &VerifiedTokens {
+        &self.verified
     }
 
     /// The key that verifies tokens with this `kid`, if any process registered one.
@@ -154,6 +168,7 @@ impl KeyRing {
             }
         }
         *self.verifying.write().unwrap_or_else(|p| p.into_inner()) = map;
+        self.verified.clear();
         Ok(())
     }
 

@@ -11,7 +11,10 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Header, Validation};
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use super::keys::KeyRing;
+use super::verified::TokenKey;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AccessClaims {
@@ -50,12 +53,24 @@ pub fn sign(keys: &KeyRing, claims: &AccessClaims) -> Result<String, SignError> 
 /// issue and check tokens run on clocks that agree only this closely.
 pub const CLOCK_SKEW_SECS: i64 = 5;
 
+/// The token's claims once its signature and every claim verify; a token verified here
+/// before is only checked for expiry (see [`super::verified`]).
 pub async fn verify(
     keys: &KeyRing,
     issuer: &str,
     max_lifetime: std::time::Duration,
     token: &str,
-) -> Result<AccessClaims, VerifyError> {
+) -> Result<Arc<AccessClaims>, VerifyError> {
+    let remembered = TokenKey::of(token);
+    if let Some(claims) = keys.verified().get(remembered) {
+        // As jsonwebtoken decides expiry with no leeway: expired once `exp` has passed.
+        let now = jsonwebtoken::get_current_timestamp() as i64;
+        return if claims.exp < now {
+            Err(VerifyError::Expired)
+        } else {
+            Ok(claims)
+        };
+    }
     // decode_header refuses `alg: none` and anything it cannot parse.
     let header = jsonwebtoken::decode_header(token).map_err(|_| VerifyError::Invalid)?;
     if header.alg != Algorithm::RS256 {
@@ -80,5 +95,7 @@ pub async fn verify(
     if claims.iat > now + CLOCK_SKEW_SECS || claims.exp.saturating_sub(claims.iat) > lifetime {
         return Err(VerifyError::Invalid);
     }
+    let claims = Arc::new(claims);
+    keys.verified().insert(remembered, claims.clone());
     Ok(claims)
 }

@@ -30,9 +30,9 @@ pub async fn authenticate(state: &AppState, raw: &str) -> Result<Principal, ApiE
         ScopeSet::parse_space_separated(&claims.scope).map_err(|_| ApiError::Unauthorized)?;
     Ok(Principal {
         // Issued for a tenant that exists, so a valid id; anything else is not our token.
-        tenant_id: TenantId::parse(claims.tenant_id).map_err(|_| ApiError::Unauthorized)?,
-        user_id: claims.sub,
-        session_id: claims.sid,
+        tenant_id: TenantId::parse(claims.tenant_id.clone()).map_err(|_| ApiError::Unauthorized)?,
+        user_id: claims.sub.clone(),
+        session_id: claims.sid.clone(),
         scopes,
     })
 }
