@@ -7,11 +7,11 @@
 //! signed with our key (a leaked key or a bug elsewhere must not mint long-lived
 //! tokens).
 
+use std::sync::Arc;
+
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Header, Validation};
 use serde::{Deserialize, Serialize};
-
-use std::sync::Arc;
 
 use super::keys::KeyRing;
 use super::verified::TokenKey;
