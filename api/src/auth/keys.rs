@@ -29,10 +29,6 @@ use super::verified::VerifiedTokens;
 pub const ALGORITHM: &str = "RS256";
 const RSA_BITS: usize = 2048;
 
-/// How long a verified token is remembered at most: the default access-token lifetime.
-/// Its expiry is checked at every use; past this a token is simply verified again.
-const VERIFIED_FOR: std::time::Duration = std::time::Duration::from_secs(900);
-
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("cannot read or write the key file {path}: {source}")]
@@ -109,7 +105,7 @@ impl KeyRing {
             store,
             verifying: RwLock::new(HashMap::new()),
             last_reload_ms: AtomicI64::new(0),
-            verified: VerifiedTokens::new(VERIFIED_FOR),
+            verified: VerifiedTokens::default(),
         };
         ring.reload().await?;
         Ok(ring)

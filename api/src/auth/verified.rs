@@ -4,14 +4,14 @@
 //! anew for each check): about 28% of the API's CPU for a single intake, measured.
 //!
 //! Only a token whose signature and claims all verified is remembered, keyed by the
-//! SHA-256 of its text (the cache holds no bearer token), with its claims. A remembered
-//! token is still checked for expiry at every use, and its session is checked by the
-//! caller as for any token; the memory is forgotten whenever the verifying keys are
-//! reloaded, so a key taken out of service stops verifying its tokens here as soon as
-//! the key ring learns of it.
+//! SHA-256 of its text (the cache holds no bearer token), with its claims, until the
+//! instant it expires: from then on it is verified again, and found expired, exactly as
+//! a token never seen. Its session is checked by the caller as for any token. All are
+//! forgotten whenever the verifying keys are reloaded, so a key taken out of service
+//! stops verifying its tokens here as soon as the key ring learns of it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
@@ -35,17 +35,37 @@ impl TokenKey {
     }
 }
 
-impl VerifiedTokens {
-    /// Remembers tokens for at most `ttl` (the longest lifetime of an access token).
-    pub fn new(ttl: Duration) -> Self {
+/// A token's entry lives until the token expires: jsonwebtoken (with no leeway) finds it
+/// expired once the clock's whole seconds exceed `exp`, so at `exp + 1` s exactly.
+struct UntilExpired;
+
+impl moka::Expiry<[u8; 32], Arc<AccessClaims>> for UntilExpired {
+    fn expire_after_create(
+        &self,
+        _: &[u8; 32],
+        claims: &Arc<AccessClaims>,
+        _: Instant,
+    ) -> Option<Duration> {
+        let expires = Duration::from_secs(u64::try_from(claims.exp).unwrap_or(0) + 1);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Some(expires.saturating_sub(now))
+    }
+}
+
+impl Default for VerifiedTokens {
+    fn default() -> Self {
         Self {
             cache: moka::sync::Cache::builder()
                 .max_capacity(CAPACITY)
-                .time_to_live(ttl)
+                .expire_after(UntilExpired)
                 .build(),
         }
     }
+}
 
+impl VerifiedTokens {
     /// The claims of the token, if it verified here before.
     pub fn get(&self, key: TokenKey) -> Option<Arc<AccessClaims>> {
         self.cache.get(&key.0)
