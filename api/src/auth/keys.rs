@@ -64,7 +64,8 @@ pub struct KeyRing {
     store: Store,
     verifying: RwLock<HashMap<String, Arc<DecodingKey>>>,
     last_reload_ms: AtomicI64,
-    /// Tokens these keys verified; forgotten when the keys are reloaded.
+    /// Tokens these keys verified; forgotten when a reload finds a key taken out of
+    /// service.
     verified: VerifiedTokens,
 }
 
@@ -163,8 +164,16 @@ impl KeyRing {
                 map.insert(jwk.kid, Arc::new(key));
             }
         }
-        *self.verifying.write().unwrap_or_else(|p| p.into_inner()) = map;
-        self.verified.clear();
+        let mut verifying = self.verifying.write().unwrap_or_else(|p| p.into_inner());
+        // Tokens verified before stay verified unless their key may be gone: a reload
+        // comes with any unknown `kid` (at most once a second), and clearing on each
+        // would let anyone send every client's next request through RS256 again.
+        let gone = verifying.keys().any(|kid| !map.contains_key(kid));
+        *verifying = map;
+        drop(verifying);
+        if gone {
+            self.verified.clear();
+        }
         Ok(())
     }
 

@@ -7,8 +7,8 @@
 //! SHA-256 of its text (the cache holds no bearer token), with its claims, until the
 //! instant it expires: from then on it is verified again, and found expired, exactly as
 //! a token never seen. Its session is checked by the caller as for any token. All are
-//! forgotten whenever the verifying keys are reloaded, so a key taken out of service
-//! stops verifying its tokens here as soon as the key ring learns of it.
+//! forgotten when a reload of the verifying keys finds one gone, so a key taken out of
+//! service stops verifying its tokens here as soon as the key ring learns of it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,11 +22,11 @@ const CAPACITY: u64 = 10_000;
 
 #[derive(Debug)]
 pub struct VerifiedTokens {
-    cache: moka::sync::Cache<[u8; 32], Arc<AccessClaims>>,
+    cache: moka::sync::Cache<TokenKey, Arc<AccessClaims>>,
 }
 
 /// A token's key in the cache.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokenKey([u8; 32]);
 
 impl TokenKey {
@@ -39,10 +39,10 @@ impl TokenKey {
 /// expired once the clock's whole seconds exceed `exp`, so at `exp + 1` s exactly.
 struct UntilExpired;
 
-impl moka::Expiry<[u8; 32], Arc<AccessClaims>> for UntilExpired {
+impl moka::Expiry<TokenKey, Arc<AccessClaims>> for UntilExpired {
     fn expire_after_create(
         &self,
-        _: &[u8; 32],
+        _: &TokenKey,
         claims: &Arc<AccessClaims>,
         _: Instant,
     ) -> Option<Duration> {
@@ -68,12 +68,12 @@ impl Default for VerifiedTokens {
 impl VerifiedTokens {
     /// The claims of the token, if it verified here before.
     pub fn get(&self, key: TokenKey) -> Option<Arc<AccessClaims>> {
-        self.cache.get(&key.0)
+        self.cache.get(&key)
     }
 
     /// Remembers a token that verified.
     pub fn insert(&self, key: TokenKey, claims: Arc<AccessClaims>) {
-        self.cache.insert(key.0, claims);
+        self.cache.insert(key, claims);
     }
 
     /// Forgets every token, when the keys that verify them change.
