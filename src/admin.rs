@@ -5,7 +5,7 @@ use schemas::{ClientId, ScopeSet};
 use secrecy::SecretString;
 use serde::Serialize;
 
-use crate::cli::{CreateTenantArgs, CreateUserArgs, VerifyAuditArgs};
+use crate::cli::{CreateTenantArgs, CreateUserArgs, RetireKeyArgs, VerifyAuditArgs};
 use crate::config::Config;
 use crate::open::open_store;
 use crate::output::{print_json, CliError};
@@ -152,5 +152,33 @@ pub async fn verify_audit(config: &Config, args: VerifyAuditArgs) -> anyhow::Res
             )
             .into())
         }
+    }
+}
+
+/// Prints `{keys: [{kid, algorithm, created_at, retired_at}]}`, oldest first.
+pub async fn list_keys(config: &Config) -> anyhow::Result<()> {
+    let store = open_store(config).await?;
+    let keys = store.signing_keys().await;
+    store.close().await;
+    print_json(&serde_json::json!({ "keys": keys? }));
+    Ok(())
+}
+
+/// Retires the key and prints it with its `retired_at`; a key retired before keeps its
+/// first retirement. An unknown `kid` fails with `NOT_FOUND`.
+pub async fn retire_key(config: &Config, args: RetireKeyArgs) -> anyhow::Result<()> {
+    let store = open_store(config).await?;
+    let key = store.retire_signing_key(&args.kid).await;
+    store.close().await;
+    match key? {
+        Some(key) => {
+            print_json(&key);
+            Ok(())
+        }
+        None => Err(CliError::new(
+            "NOT_FOUND",
+            format!("no signing key has the kid `{}`", args.kid),
+        )
+        .into()),
     }
 }

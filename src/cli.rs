@@ -132,6 +132,18 @@ pub enum AdminCommand {
     CreateUser(CreateUserArgs),
     /// Walk a tenant's audit hash chain; exits non-zero naming the first broken record.
     VerifyAudit(VerifyAuditArgs),
+    /// List the access-token signing keys, retired ones included.
+    ListKeys,
+    /// Retire an access-token signing key: every process stops taking the tokens it
+    /// signed within 10 s, and a process that signs with it moves to a new key.
+    RetireKey(RetireKeyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RetireKeyArgs {
+    /// The key's `kid`, as the JWKS and `list-keys` show it.
+    #[arg(long)]
+    pub kid: String,
 }
 
 #[derive(Debug, Clone, Args)]

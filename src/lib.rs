@@ -48,6 +48,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 AdminCommand::CreateTenant(args) => admin::create_tenant(&config, args).await,
                 AdminCommand::CreateUser(args) => admin::create_user(&config, args).await,
                 AdminCommand::VerifyAudit(args) => admin::verify_audit(&config, args).await,
+                AdminCommand::ListKeys => admin::list_keys(&config).await,
+                AdminCommand::RetireKey(args) => admin::retire_key(&config, args).await,
             },
         }
     });

@@ -143,6 +143,8 @@ impl Server {
                 self.state.clone(),
                 stop_rx.clone(),
             ));
+            let (state, stop) = (self.state.clone(), stop_rx.clone());
+            tasks.spawn(async move { state.keys.keep_fresh(stop).await });
         }
         let http = self.roles.iter().any(|r| r == "api").then(|| {
             tokio::spawn(api::serve(self.listener, self.state, async move {

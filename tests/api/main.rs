@@ -38,6 +38,7 @@ mod rebuild;
 mod receipts;
 mod reprocess;
 mod rulebooks;
+mod signing_keys;
 mod tenant_settings;
 mod upload_processing;
 mod uploads;

@@ -5,11 +5,13 @@
 //! Each process registers its public key in the store, and verifies with any registered
 //! key, so processes with different key files (or a rotated key) accept each other's
 //! tokens and the JWKS lists them all. Keys are parsed once and kept in memory; an
-//! unknown `kid` triggers at most one reload from the store per second.
+//! unknown `kid` triggers at most one reload from the store per second, and the keys
+//! are read again every [`KEY_REFRESH_EVERY`] so that a key an operator retired
+//! (`claims admin retire-key`) stops verifying within that time.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -28,6 +30,10 @@ use super::verified::VerifiedTokens;
 
 pub const ALGORITHM: &str = "RS256";
 const RSA_BITS: usize = 2048;
+
+/// How often a running service reads the keys in service again: the longest a retired
+/// key's tokens are still taken.
+pub const KEY_REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -59,8 +65,9 @@ pub struct Jwk {
 
 /// The signing key of this process and every key that verifies tokens.
 pub struct KeyRing {
-    kid: String,
-    encoding: EncodingKey,
+    signer: RwLock<Arc<Signer>>,
+    /// Where this process keeps its private key.
+    key_file: PathBuf,
     store: Store,
     verifying: RwLock<HashMap<String, Arc<DecodingKey>>>,
     last_reload_ms: AtomicI64,
@@ -69,55 +76,56 @@ pub struct KeyRing {
     verified: VerifiedTokens,
 }
 
+/// The key this process signs new tokens with.
+pub struct Signer {
+    pub kid: String,
+    pub encoding: EncodingKey,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for KeyRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyRing")
-            .field("kid", &self.kid)
+            .field("signer", &self.signer())
             .finish_non_exhaustive()
     }
 }
 
 impl KeyRing {
     /// Loads the private key from `path` (creating it when missing), registers its
-    /// public half in the store and loads every registered key.
+    /// public half in the store and loads every registered key. A key an operator
+    /// retired is replaced by a new one (see [`KeyRing::refresh`]).
     pub async fn open(path: &Path, store: Store) -> Result<Self, KeyError> {
-        let path = path.to_owned();
+        let key_file = path.to_owned();
+        let path = key_file.clone();
         let private = tokio::task::spawn_blocking(move || load_or_generate(&path))
             .await
             .map_err(|e| KeyError::Generate(e.to_string()))??;
-        Self::from_private_key(&private, store).await
-    }
-
-    async fn from_private_key(private: &RsaPrivateKey, store: Store) -> Result<Self, KeyError> {
-        let jwk = public_jwk(private);
-        let pem = private
-            .to_pkcs8_pem(LineEnding::LF)
-            .map_err(|e| KeyError::Generate(e.to_string()))?;
-        let encoding = EncodingKey::from_rsa_pem(pem.as_bytes())
-            .map_err(|_| KeyError::Format("<memory>".into()))?;
-        let jwk_json =
-            serde_json::to_string(&jwk).map_err(|e| KeyError::Generate(e.to_string()))?;
-        store
-            .register_signing_key(&jwk.kid, ALGORITHM, &jwk_json)
-            .await?;
         let ring = Self {
-            kid: jwk.kid,
-            encoding,
+            signer: RwLock::new(Arc::new(register(&private, &store).await?)),
+            key_file,
             store,
             verifying: RwLock::new(HashMap::new()),
             last_reload_ms: AtomicI64::new(0),
             verified: VerifiedTokens::default(),
         };
-        ring.reload().await?;
+        ring.refresh().await?;
         Ok(ring)
     }
 
-    pub fn kid(&self) -> &str {
-        &self.kid
-    }
-
-    pub fn encoding_key(&self) -> &EncodingKey {
-        &self.encoding
+    /// The key new tokens are signed with.
+    pub fn signer(&self) -> Arc<Signer> {
+        self.signer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The tokens these keys verified already.
@@ -138,7 +146,7 @@ impl KeyRing {
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            if let Err(e) = self.reload().await {
+            if let Err(e) = self.refresh().await {
                 tracing::warn!(error = %e, "Could not reload signing keys.");
             }
         }
@@ -151,6 +159,44 @@ impl KeyRing {
             .unwrap_or_else(|p| p.into_inner())
             .get(kid)
             .cloned()
+    }
+
+    /// Reads the keys in service again, so that a key an operator retired stops
+    /// verifying (and its tokens verified before are forgotten). When the retired key
+    /// is this process's own, the process makes a new one, keeps it in its key file in
+    /// place of the old, registers it and signs with it from then on: the tokens it
+    /// signs must verify everywhere. Runs every [`KEY_REFRESH_EVERY`] while the
+    /// service runs, and with an unknown `kid` (at most once a second).
+    pub async fn refresh(&self) -> Result<(), KeyError> {
+        self.reload().await?;
+        let own = self.signer().kid.clone();
+        if self.cached(&own).is_some() {
+            return Ok(());
+        }
+        let path = self.key_file.clone();
+        let private = tokio::task::spawn_blocking(move || replace_key_file(&path))
+            .await
+            .map_err(|e| KeyError::Generate(e.to_string()))??;
+        let signer = register(&private, &self.store).await?;
+        tracing::warn!(retired = %own, kid = %signer.kid, path = %self.key_file.display(),
+            "This process's access-token signing key was retired; signing with a new key from now on.");
+        *self.signer.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(signer);
+        self.reload().await
+    }
+
+    /// [`KeyRing::refresh`] every [`KEY_REFRESH_EVERY`] until `stop`.
+    pub async fn keep_fresh(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut every = tokio::time::interval(KEY_REFRESH_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            if let Err(e) = self.refresh().await {
+                tracing::warn!(error = %e, "Could not reload signing keys.");
+            }
+        }
     }
 
     async fn reload(&self) -> Result<(), KeyError> {
@@ -189,6 +235,24 @@ impl KeyRing {
     }
 }
 
+/// Registers the public half of `private` in the store; answers the signer it makes.
+async fn register(private: &RsaPrivateKey, store: &Store) -> Result<Signer, KeyError> {
+    let jwk = public_jwk(private);
+    let pem = private
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|e| KeyError::Generate(e.to_string()))?;
+    let encoding = EncodingKey::from_rsa_pem(pem.as_bytes())
+        .map_err(|_| KeyError::Format("<memory>".into()))?;
+    let jwk_json = serde_json::to_string(&jwk).map_err(|e| KeyError::Generate(e.to_string()))?;
+    store
+        .register_signing_key(&jwk.kid, ALGORITHM, &jwk_json)
+        .await?;
+    Ok(Signer {
+        kid: jwk.kid,
+        encoding,
+    })
+}
+
 /// The public half of `key` as a JWK whose `kid` is its RFC 7638 thumbprint.
 pub fn public_jwk(key: &RsaPrivateKey) -> Jwk {
     let n = URL_SAFE_NO_PAD.encode(key.n().to_bytes_be());
@@ -225,8 +289,7 @@ fn load_or_generate(path: &Path) -> Result<RsaPrivateKey, KeyError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let key = RsaPrivateKey::new(&mut rand::rngs::OsRng, RSA_BITS)
-        .map_err(|e| KeyError::Generate(e.to_string()))?;
+    let key = generate()?;
     let pem = key
         .to_pkcs8_pem(LineEnding::LF)
         .map_err(|e| KeyError::Generate(e.to_string()))?;
@@ -245,6 +308,29 @@ fn load_or_generate(path: &Path) -> Result<RsaPrivateKey, KeyError> {
         }
         Err(e) => Err(io(e)),
     }
+}
+
+/// Generates a key and puts it at `path` in place of the one there: written aside,
+/// then renamed over it, so the file always holds one whole key.
+fn replace_key_file(path: &Path) -> Result<RsaPrivateKey, KeyError> {
+    let io = |source| KeyError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let key = generate()?;
+    let pem = key
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|e| KeyError::Generate(e.to_string()))?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    write_private(&tmp, pem.as_bytes()).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(key)
+}
+
+fn generate() -> Result<RsaPrivateKey, KeyError> {
+    RsaPrivateKey::new(&mut rand::rngs::OsRng, RSA_BITS)
+        .map_err(|e| KeyError::Generate(e.to_string()))
 }
 
 fn parse_pem(pem: &str, path: &Path) -> Result<RsaPrivateKey, KeyError> {

@@ -44,9 +44,10 @@ pub enum VerifyError {
 pub struct SignError(#[from] jsonwebtoken::errors::Error);
 
 pub fn sign(keys: &KeyRing, claims: &AccessClaims) -> Result<String, SignError> {
+    let signer = keys.signer();
     let mut header = Header::new(Algorithm::RS256);
-    header.kid = Some(keys.kid().to_owned());
-    Ok(jsonwebtoken::encode(&header, claims, keys.encoding_key())?)
+    header.kid = Some(signer.kid.clone());
+    Ok(jsonwebtoken::encode(&header, claims, &signer.encoding)?)
 }
 
 /// How far ahead of this process's clock a token's `iat` may be: the processes that

@@ -54,7 +54,7 @@ pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 pub use intake::{NewClaim, Unreplaceable};
 pub use jobs::{ClaimStanding, ItemEnd, RunningJob};
-pub use keys::SigningKeyRecord;
+pub use keys::{SigningKeyRecord, SigningKeyState};
 pub use members::Upserted;
 pub use payments::{NewPayment, PayableClaim};
 pub use providers::{Contracted, NewContract, NewProvider};
