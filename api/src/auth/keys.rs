@@ -68,6 +68,7 @@ pub struct KeyRing {
     signer: RwLock<Arc<Signer>>,
     /// Where this process keeps its private key.
     key_file: PathBuf,
+    refreshing: tokio::sync::Mutex<()>,
     store: Store,
     verifying: RwLock<HashMap<String, Arc<DecodingKey>>>,
     last_reload_ms: AtomicI64,
@@ -111,6 +112,7 @@ impl KeyRing {
         let ring = Self {
             signer: RwLock::new(Arc::new(register(&private, &store).await?)),
             key_file,
+            refreshing: tokio::sync::Mutex::new(()),
             store,
             verifying: RwLock::new(HashMap::new()),
             last_reload_ms: AtomicI64::new(0),
@@ -168,6 +170,9 @@ impl KeyRing {
     /// signs must verify everywhere. Runs every [`KEY_REFRESH_EVERY`] while the
     /// service runs, and with an unknown `kid` (at most once a second).
     pub async fn refresh(&self) -> Result<(), KeyError> {
+        // One refresh at a time: two that both found the key retired would each make
+        // a new one, and the key file could end up holding the other's.
+        let _one = self.refreshing.lock().await;
         self.reload().await?;
         let own = self.signer().kid.clone();
         if self.cached(&own).is_some() {
