@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
 
 use crate::support::{Backend, TestApp};
 
@@ -44,24 +43,9 @@ async fn tokens_of_one_process_verify_in_another_that_signs_with_a_different_key
         a.get("/tenant/settings", &from_b.access).await.status,
         StatusCode::OK
     );
-    let jwks: Value = a
-        .client
-        .get(a.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let kids: Vec<&str> = jwks["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap())
-        .collect();
+    let kids = a.jwks_kids().await;
     assert!(
-        kids.contains(&kid(&from_a.access).as_str())
-            && kids.contains(&kid(&from_b.access).as_str()),
+        kids.contains(&kid(&from_a.access)) && kids.contains(&kid(&from_b.access)),
         "{kids:?}"
     );
 }

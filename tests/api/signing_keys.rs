@@ -27,24 +27,6 @@ fn jwk_of(key: &rsa::RsaPrivateKey) -> Value {
     jwk
 }
 
-async fn jwks_kids(app: &TestApp) -> Vec<String> {
-    let jwks: Value = app
-        .client
-        .get(app.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    jwks["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 async fn status(app: &TestApp, token: &str) -> StatusCode {
     app.get("/tenant/settings", token).await.status
 }
@@ -72,7 +54,7 @@ async fn a_retired_key_stops_verifying_its_tokens_and_leaves_the_jwks(b: Backend
     )
     .unwrap();
     assert_eq!(status(&app, &token).await, StatusCode::OK);
-    assert!(jwks_kids(&app).await.contains(&kid));
+    assert!(app.jwks_kids().await.contains(&kid));
 
     let (ok, retired, _) = claims(&app, &["admin", "retire-key", "--kid", &kid]);
     assert!(ok);
@@ -107,7 +89,7 @@ async fn a_retired_key_stops_verifying_its_tokens_and_leaves_the_jwks(b: Backend
     app.get("/tenant/settings", &token)
         .await
         .assert_error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
-    assert!(!jwks_kids(&app).await.contains(&kid));
+    assert!(!app.jwks_kids().await.contains(&kid));
     assert_eq!(
         status(&app, &session.access).await,
         StatusCode::OK,
@@ -137,7 +119,7 @@ async fn retiring_the_services_own_key_moves_it_to_a_new_key(b: Backend) {
     let new_kid = header["kid"].as_str().unwrap();
     assert_ne!(new_kid, old_kid);
     assert_eq!(status(&app, &after.access).await, StatusCode::OK);
-    assert_eq!(jwks_kids(&app).await, [new_kid]);
+    assert_eq!(app.jwks_kids().await, [new_kid]);
     // The key file holds the new key, so a restart keeps signing with it.
     let pem = std::fs::read_to_string(app.data_dir.join("keys/signing.pem")).unwrap();
     let kept = rsa::RsaPrivateKey::from_pkcs8_pem(&pem).unwrap();
@@ -154,5 +136,5 @@ async fn retiring_an_unknown_key_is_not_found_and_changes_nothing(b: Backend) {
     assert_eq!(err["error"]["code"], "NOT_FOUND", "{err}");
     app.state.keys.refresh().await.unwrap();
     assert_eq!(status(&app, &session.access).await, StatusCode::OK);
-    assert_eq!(jwks_kids(&app).await.len(), 1);
+    assert_eq!(app.jwks_kids().await.len(), 1);
 }

@@ -388,6 +388,25 @@ impl TestApp {
     pub async fn get(&self, path: &str, token: &str) -> Reply {
         self.call(Method::GET, path, Some(token), None).await
     }
+
+    /// The `kid`s the JWKS lists.
+    pub async fn jwks_kids(&self) -> Vec<String> {
+        let jwks: Value = self
+            .client
+            .get(self.url("/.well-known/jwks.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_owned())
+            .collect()
+    }
 }
 
 impl Drop for TestApp {
