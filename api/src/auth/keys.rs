@@ -294,12 +294,7 @@ fn load_or_generate(path: &Path) -> Result<RsaPrivateKey, KeyError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let key = generate()?;
-    let pem = key
-        .to_pkcs8_pem(LineEnding::LF)
-        .map_err(|e| KeyError::Generate(e.to_string()))?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    write_private(&tmp, pem.as_bytes()).map_err(io)?;
+    let (key, tmp) = generate_aside(path)?;
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
@@ -318,24 +313,30 @@ fn load_or_generate(path: &Path) -> Result<RsaPrivateKey, KeyError> {
 /// Generates a key and puts it at `path` in place of the one there: written aside,
 /// then renamed over it, so the file always holds one whole key.
 fn replace_key_file(path: &Path) -> Result<RsaPrivateKey, KeyError> {
-    let io = |source| KeyError::Io {
+    let (key, tmp) = generate_aside(path)?;
+    std::fs::rename(&tmp, path).map_err(|source| KeyError::Io {
         path: path.display().to_string(),
         source,
-    };
-    let key = generate()?;
+    })?;
+    Ok(key)
+}
+
+/// A new key, written to a file of this process's own beside `path` (answered with it),
+/// for the caller to move into place.
+fn generate_aside(path: &Path) -> Result<(RsaPrivateKey, PathBuf), KeyError> {
+    let key = RsaPrivateKey::new(&mut rand::rngs::OsRng, RSA_BITS)
+        .map_err(|e| KeyError::Generate(e.to_string()))?;
     let pem = key
         .to_pkcs8_pem(LineEnding::LF)
         .map_err(|e| KeyError::Generate(e.to_string()))?;
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // Left by an earlier process of the same id that stopped half-way.
     let _ = std::fs::remove_file(&tmp);
-    write_private(&tmp, pem.as_bytes()).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    Ok(key)
-}
-
-fn generate() -> Result<RsaPrivateKey, KeyError> {
-    RsaPrivateKey::new(&mut rand::rngs::OsRng, RSA_BITS)
-        .map_err(|e| KeyError::Generate(e.to_string()))
+    write_private(&tmp, pem.as_bytes()).map_err(|source| KeyError::Io {
+        path: tmp.display().to_string(),
+        source,
+    })?;
+    Ok((key, tmp))
 }
 
 fn parse_pem(pem: &str, path: &Path) -> Result<RsaPrivateKey, KeyError> {
@@ -379,6 +380,28 @@ mod tests {
         assert_eq!(public_jwk(&a), public_jwk(&b));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("-----BEGIN PRIVATE KEY-----"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn a_replaced_key_file_holds_the_new_key_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys/signing.pem");
+        let old = load_or_generate(&path).unwrap();
+        let new = replace_key_file(&path).unwrap();
+        assert_ne!(public_jwk(&old).kid, public_jwk(&new).kid);
+        let kept = load_or_generate(&path).unwrap();
+        assert_eq!(public_jwk(&kept), public_jwk(&new));
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["signing.pem"], "nothing is left aside");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
