@@ -19,11 +19,19 @@ use crate::rules::{ContractFacts, MemberFacts, MemberHistory, ProviderFacts};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DecisionFacts {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::shared::deserialize"
+    )]
     pub provider: Option<ProviderFacts>,
     /// The contract with its fee schedule cut down to the claim's procedure codes: the
     /// only entries a decision on the claim can read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::shared::deserialize"
+    )]
     pub contract: Option<ContractFacts>,
     /// Validation's refusal, for a claim it declined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,13 +39,21 @@ pub struct DecisionFacts {
     #[serde(default)]
     pub member_history: MemberHistory,
     /// The member on the roster (`null` to a rule for a member not on it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::shared::deserialize"
+    )]
     pub member: Option<MemberFacts>,
     /// The member's eligibility; none for a claim declined before it was checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eligibility: Option<EligibilityStatus>,
     /// The member's plan, for a member on one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::shared::deserialize"
+    )]
     pub plan: Option<PlanFacts>,
     /// For a claim priced against its member's plan: the member's year as the claim
     /// found it (set where the year is kept, the snapshot stage).

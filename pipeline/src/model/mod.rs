@@ -9,6 +9,7 @@ pub mod event;
 pub mod facts;
 pub mod fraud;
 pub mod ids;
+pub mod shared;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
 pub use decision::{Decision, Written, WRITTEN_PREFIX};

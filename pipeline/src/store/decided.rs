@@ -95,9 +95,11 @@ impl DecidedPage {
         let Some(text) = self.text else {
             return Ok(Vec::new());
         };
-        let mut rows = serde_json::Deserializer::from_str(&text)
-            .into_iter::<PageRow>()
-            .collect::<Result<Vec<_>, _>>();
+        let mut rows = crate::model::shared::reading_shared(|| {
+            serde_json::Deserializer::from_str(&text)
+                .into_iter::<PageRow>()
+                .collect::<Result<Vec<_>, _>>()
+        });
         // The aggregate keeps no order of its own (ordering it costs SQLite a sort of
         // the page's text): the page is ordered here.
         if let Ok(rows) = &mut rows {
