@@ -240,7 +240,9 @@ fn decode(topics: &Topics, topic: &TopicSpec, records: &[Record]) -> Read {
         let (v, s) = all(records);
         (Page::Claims(v), s)
     } else if topic == &topics.decided {
-        let (v, s) = all(records);
+        // The page's decisions repeat their claims' providers, contracts, members and
+        // plans in their facts.
+        let (v, s) = crate::model::shared::reading_shared(|| all(records));
         (Page::Decisions(v), s)
     } else {
         let (v, s) = all(records);
