@@ -15,6 +15,7 @@ crate::both_backends!(
     a_retired_key_stops_verifying_its_tokens_and_leaves_the_jwks,
     retiring_the_services_own_key_moves_it_to_a_new_key,
     retiring_an_unknown_key_is_not_found_and_changes_nothing,
+    a_process_that_starts_with_a_retired_key_moves_to_a_new_key,
 );
 
 /// The public half of `key` as a JWK, its kid the RFC 7638 thumbprint.
@@ -137,4 +138,35 @@ async fn retiring_an_unknown_key_is_not_found_and_changes_nothing(b: Backend) {
     app.state.keys.refresh().await.unwrap();
     assert_eq!(status(&app, &session.access).await, StatusCode::OK);
     assert_eq!(app.jwks_kids().await.len(), 1);
+}
+
+async fn a_process_that_starts_with_a_retired_key_moves_to_a_new_key(b: Backend) {
+    let mut first = TestApp::spawn(b).await;
+    let (email, password) = first.user("acme", "tenant:configure").await;
+    let before = first.login(&email, &password).await;
+    let old_kid = jwt::parts(&before.access).0["kid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first.stop().await;
+    // Retired while no process runs: the key file still holds the retired key.
+    let (ok, _, _) = claims(&first, &["admin", "retire-key", "--kid", &old_kid]);
+    assert!(ok);
+
+    let second = first.spawn_sibling(|_| {}).await;
+    let after = second.login(&email, &password).await;
+    let new_kid = jwt::parts(&after.access).0["kid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new_kid, old_kid);
+    assert_eq!(status(&second, &after.access).await, StatusCode::OK);
+    second
+        .get("/tenant/settings", &before.access)
+        .await
+        .assert_error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
+    assert_eq!(second.jwks_kids().await, [new_kid.as_str()]);
+    let pem = std::fs::read_to_string(second.data_dir.join("keys/signing.pem")).unwrap();
+    let kept = rsa::RsaPrivateKey::from_pkcs8_pem(&pem).unwrap();
+    assert_eq!(jwk_of(&kept)["kid"], new_kid.as_str());
 }
