@@ -371,6 +371,16 @@ mod tests {
         );
     }
 
+    /// The key file is readable by its owner only.
+    fn assert_owner_only(path: &Path) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
     #[test]
     fn generates_once_then_reuses_the_key_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -380,12 +390,7 @@ mod tests {
         assert_eq!(public_jwk(&a), public_jwk(&b));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("-----BEGIN PRIVATE KEY-----"));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
+        assert_owner_only(&path);
     }
 
     #[test]
@@ -402,12 +407,7 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["signing.pem"], "nothing is left aside");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
+        assert_owner_only(&path);
     }
 
     #[test]
