@@ -147,9 +147,7 @@ fn try_pages(bt: &Backtest, pages: &Pages, tried: &std::sync::mpsc::Sender<Tried
             pages.0 += 1;
             (pages.0 - 1, page)
         };
-        let trials = page
-            .and_then(|p| p.claims(&bt.tenant_id))
-            .map(|claims| try_page(bt, claims, now));
+        let trials = page.and_then(|p| try_page(bt, &p, now));
         if tried.send((number, trials)).is_err() {
             return;
         }
@@ -192,49 +190,82 @@ struct Trial {
     candidate: SampleDecision,
 }
 
-/// The pure core: one page decided with the candidate.
-fn try_page(bt: &Backtest, page: Vec<DecidedClaim>, now: i64) -> PageTrials {
+/// The pure core: one page decided with the candidate, each claim as it is parsed.
+/// The trials are in the page's order, oldest first: the order the database wrote the
+/// page in as a rule; a page it wrote otherwise is decided again from its claims put
+/// in order.
+fn try_page(bt: &Backtest, page: &DecidedPage, now: i64) -> Result<PageTrials, StoreError> {
     let candidate = Candidate {
         rulebook_id: &bt.rulebook_id,
         version: bt.version,
         compiled: &bt.compiled,
     };
     let mut tried = PageTrials {
-        trials: Vec::with_capacity(page.len()),
+        trials: Vec::with_capacity(usize::try_from(PAGE).unwrap_or(0)),
         samples: Vec::new(),
     };
-    for mut claim in page {
-        let baseline = SampleDecision {
-            outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),
-            approved_amount: claim.facts.approved_amount,
-        };
-        let baseline_rulebook = std::mem::take(&mut claim.submitted.rulebook_id);
-        let mut decision = redecide(claim, candidate, now, Pass::Trial);
-        let candidate = SampleDecision {
-            outcome: decision.outcome,
-            approved_amount: priced(&mut decision),
-        };
-        if baseline != candidate && tried.samples.len() < SAMPLES {
-            let sample = BacktestSample {
-                claim_id: decision.claim_id.clone(),
-                baseline,
-                candidate,
-                rules_matched: decision
-                    .trace
-                    .iter()
-                    .filter(|t| t.matched)
-                    .map(|t| t.rule_id.to_string())
-                    .collect(),
-            };
-            tried.samples.push((tried.trials.len(), sample));
+    // The last claim decided: (received time, claim id).
+    let mut last: Option<(i64, String)> = None;
+    let mut in_order = true;
+    page.each_claim(&bt.tenant_id, |claim| {
+        let at = claim.submitted.received_at_ms;
+        let id = claim.submitted.claim.claim_id.as_str();
+        in_order = in_order
+            && last
+                .as_ref()
+                .is_none_or(|(l_at, l_id)| (*l_at, l_id.as_str()) < (at, id));
+        if in_order {
+            let claim_id = try_claim(&mut tried, claim, candidate, now);
+            last = Some((at, claim_id));
         }
-        tried.trials.push(Trial {
-            baseline_rulebook,
+    })?;
+    if !in_order {
+        tried = PageTrials::default();
+        for claim in page.claims(&bt.tenant_id)? {
+            try_claim(&mut tried, claim, candidate, now);
+        }
+    }
+    Ok(tried)
+}
+
+/// One claim decided with the candidate, its trial (and its sample, while the page has
+/// room for one) added to `tried`; answers its claim id.
+fn try_claim(
+    tried: &mut PageTrials,
+    mut claim: DecidedClaim,
+    candidate: Candidate<'_>,
+    now: i64,
+) -> String {
+    let baseline = SampleDecision {
+        outcome: claim.facts.outcome.unwrap_or(Outcome::Declined),
+        approved_amount: claim.facts.approved_amount,
+    };
+    let baseline_rulebook = std::mem::take(&mut claim.submitted.rulebook_id);
+    let mut decision = redecide(claim, candidate, now, Pass::Trial);
+    let candidate = SampleDecision {
+        outcome: decision.outcome,
+        approved_amount: priced(&mut decision),
+    };
+    if baseline != candidate && tried.samples.len() < SAMPLES {
+        let sample = BacktestSample {
+            claim_id: decision.claim_id.clone(),
             baseline,
             candidate,
-        });
+            rules_matched: decision
+                .trace
+                .iter()
+                .filter(|t| t.matched)
+                .map(|t| t.rule_id.to_string())
+                .collect(),
+        };
+        tried.samples.push((tried.trials.len(), sample));
     }
-    tried
+    tried.trials.push(Trial {
+        baseline_rulebook,
+        baseline,
+        candidate,
+    });
+    std::mem::take(&mut decision.claim_id)
 }
 
 #[derive(Debug, Default)]
@@ -373,5 +404,64 @@ mod tests {
             .unwrap();
         drop(tx);
         assert!(tally_pages(rx, 10).is_err());
+    }
+
+    /// A page the database wrote out of order is decided in order all the same: the
+    /// trials and samples follow received time, then claim id.
+    #[test]
+    fn a_page_written_out_of_order_is_tried_in_order() {
+        let line = |id: &str, at: i64| {
+            serde_json::json!({
+                "rulebook_id": "rb_live", "rulebook_version": 1, "received_at": at, "fraud_score": null,
+                "submission": {"claim_id": id, "member_id": "M-1", "provider_id": "P-1",
+                               "claim_amount": 100, "service_date": "2026-01-05"},
+                "facts": {"fraud_flag_threshold": 0.7, "outcome": "APPROVED", "approved_amount": 100}
+            })
+            .to_string()
+        };
+        let compiled = crate::rules::compile(&[schemas::rulebook::Rule {
+            rule_id: "none".into(),
+            description: String::new(),
+            when: "true".into(),
+            action: schemas::rulebook::RuleAction::Decline,
+            reason_code: "NO".into(),
+            approved_amount: None,
+            carc: None,
+            rarc: None,
+        }])
+        .unwrap();
+        let bt = Backtest {
+            tenant_id: TenantId::parse("acme").unwrap(),
+            rulebook_id: "rb_draft".into(),
+            version: 1,
+            compiled: Arc::new(compiled),
+            since_ms: None,
+            until_ms: None,
+            limit: 10,
+        };
+        let tried_ids = |lines: &[String]| {
+            let page = DecidedPage::from_text(lines.join("\n"));
+            let tried = try_page(&bt, &page, 0).unwrap();
+            assert_eq!(tried.trials.len(), lines.len());
+            assert!(tried
+                .trials
+                .iter()
+                .all(|t| t.candidate.outcome == Outcome::Declined));
+            let ids: Vec<String> = tried
+                .samples
+                .into_iter()
+                .map(|(at, s)| format!("{at}:{}", s.claim_id))
+                .collect();
+            ids
+        };
+        let ordered = ["0:C-1", "1:C-2", "2:C-0"];
+        assert_eq!(
+            tried_ids(&[line("C-1", 1), line("C-2", 1), line("C-0", 2)]),
+            ordered
+        );
+        assert_eq!(
+            tried_ids(&[line("C-2", 1), line("C-0", 2), line("C-1", 1)]),
+            ordered
+        );
     }
 }

@@ -40,7 +40,6 @@ pub fn redecide(
     input.contract = facts.contract.take();
     input.rejection = facts.rejection.take();
     input.fraud = fraud;
-    let member = facts.member.clone();
     // A backtest shows the rules a claim matched, never the whole trace.
     let tracing = match pass {
         Pass::Trial => Tracing::Matched,
@@ -50,7 +49,7 @@ pub fn redecide(
         input,
         candidate.compiled,
         facts.member_history,
-        member,
+        &mut facts.member,
         tracing,
     );
     // The trace (every rule's result) moves into the decision instead of being copied

@@ -24,8 +24,8 @@ pub fn process(
     history: MemberHistory,
     member: Option<&MemberPlan>,
 ) -> ClaimInProcess {
-    let member = member.map(|m| member_facts(m, claim.submitted.claim.service_date));
-    evaluate(claim, rulebook, history, member, Tracing::Full)
+    let mut member = member.map(|m| member_facts(m, claim.submitted.claim.service_date));
+    evaluate(claim, rulebook, history, &mut member, Tracing::Full)
 }
 
 /// [`process`] with the member as a rule sees it: also a claim decided again on the
@@ -35,15 +35,15 @@ pub fn evaluate(
     mut claim: ClaimInProcess,
     rulebook: &CompiledRulebook,
     history: MemberHistory,
-    member: Option<MemberFacts>,
+    member: &mut Option<MemberFacts>,
     tracing: Tracing,
 ) -> ClaimInProcess {
     if claim.rejection.is_some() {
         return claim;
     }
     // What the claim carries is lent to the rules' input and taken back after: copying
-    // the provider, the contract's fee schedule and the claim's lists was a tenth of
-    // deciding a claim again.
+    // the provider, the contract's fee schedule, the member and the claim's lists and
+    // lines' codes was a tenth of deciding a claim again.
     let (had_provider, had_contract) = (claim.provider.is_some(), claim.contract.is_some());
     let s = &mut claim.submitted.claim;
     let input = EvalInput {
@@ -55,14 +55,14 @@ pub fn evaluate(
             service_date: s.service_date.to_string(),
             lines: s
                 .lines
-                .iter()
+                .iter_mut()
                 .enumerate()
                 .map(|(i, l)| LineFacts {
                     line_no: i as i64 + 1,
-                    procedure_code: l.procedure_code.clone(),
+                    procedure_code: std::mem::take(&mut l.procedure_code),
                     units: l.units,
                     amount: l.amount,
-                    modifiers: l.modifiers.clone(),
+                    modifiers: std::mem::take(&mut l.modifiers),
                 })
                 .collect(),
             diagnosis_codes: std::mem::take(&mut s.diagnosis_codes),
@@ -71,7 +71,7 @@ pub fn evaluate(
         provider: claim.provider.take().unwrap_or_default(),
         contract: claim.contract.take().unwrap_or_default(),
         member_history: history,
-        member,
+        member: member.take(),
         line: None,
     };
     let evaluation = rulebook.evaluate_traced(&input, tracing);
@@ -79,11 +79,17 @@ pub fn evaluate(
         claim: facts,
         provider,
         contract,
+        member: lent,
         ..
     } = input;
+    *member = lent;
     let s = &mut claim.submitted.claim;
     s.diagnosis_codes = facts.diagnosis_codes;
     s.metadata = facts.metadata;
+    for (line, lent) in s.lines.iter_mut().zip(facts.lines) {
+        line.procedure_code = lent.procedure_code;
+        line.modifiers = lent.modifiers;
+    }
     claim.provider = had_provider.then_some(provider);
     claim.contract = had_contract.then_some(contract);
     claim.rules = Some(evaluation);
@@ -280,5 +286,45 @@ mod tests {
         assert!(process(c, &book(), MemberHistory::default(), None)
             .rules
             .is_none());
+    }
+
+    /// What the claim and its member lend the rules' input comes back to them whole:
+    /// the decision after the rules prices the lines by their codes.
+    #[test]
+    fn the_claim_and_its_member_come_back_from_the_rules_as_they_went_in() {
+        let mut c = claim();
+        c.submitted.claim = serde_json::from_value(serde_json::json!({
+            "claim_id": "CLM-1", "member_id": "M-1", "provider_id": "P-1", "claim_amount": 900,
+            "service_date": "2026-01-01", "diagnosis_codes": ["Z00"], "metadata": {"channel": "edi"},
+            "lines": [
+                {"procedure_code": "99213", "units": 1, "amount": 400, "modifiers": ["GT"]},
+                {"procedure_code": "80053", "units": 2, "amount": 500}
+            ]
+        }))
+        .unwrap();
+        let before = c.submitted.claim.clone();
+        let book = compile(&[Rule {
+            rule_id: "all".into(),
+            description: String::new(),
+            when: "claim.lines.exists(l, l.procedure_code == '99213' && 'GT' in l.modifiers) \
+                   && 'Z00' in claim.diagnosis_codes && member.sex == 'F'"
+                .into(),
+            action: RuleAction::Flag,
+            reason_code: "SEEN".into(),
+            approved_amount: None,
+            carc: None,
+            rarc: None,
+        }])
+        .unwrap();
+        let member = MemberFacts {
+            age: 40,
+            sex: "F".into(),
+            plan_id: "PPO".into(),
+        };
+        let mut lent = Some(member.clone());
+        let out = evaluate(c, &book, MemberHistory::default(), &mut lent, Tracing::Full);
+        assert_eq!(out.rules.unwrap().flags.len(), 1, "the rule saw it all");
+        assert_eq!(out.submitted.claim, before);
+        assert_eq!(lent, Some(member));
     }
 }

@@ -88,42 +88,62 @@ pub struct DecidedPage {
 }
 
 impl DecidedPage {
-    /// The page's claims, oldest first: those decided with their facts kept among the
-    /// claims the page spans, so a page may hold fewer than were asked for, or none,
-    /// with more pages after it.
-    pub fn claims(self, tenant_id: &TenantId) -> Result<Vec<DecidedClaim>, StoreError> {
-        let Some(text) = self.text else {
-            return Ok(Vec::new());
-        };
-        let mut rows = crate::model::shared::reading_shared(|| {
-            serde_json::Deserializer::from_str(&text)
-                .into_iter::<PageRow>()
-                .collect::<Result<Vec<_>, _>>()
-        });
-        // The aggregate keeps no order of its own (ordering it costs SQLite a sort of
-        // the page's text): the page is ordered here.
-        if let Ok(rows) = &mut rows {
-            rows.sort_unstable_by(|a, b| {
-                (a.received_at, a.submission.claim_id.as_str())
-                    .cmp(&(b.received_at, b.submission.claim_id.as_str()))
-            });
-        }
-        let rows = parsed(rows, || "a page of decided claims".to_owned())?;
-        Ok(rows
-            .into_iter()
-            .map(|r| DecidedClaim {
-                submitted: ClaimSubmitted {
-                    tenant_id: tenant_id.clone(),
-                    claim: r.submission,
-                    rulebook_id: r.rulebook_id,
-                    rulebook_version: r.rulebook_version,
-                    received_at_ms: r.received_at,
-                },
-                fraud: r.fraud_score.map(score_alone),
-                facts: r.facts,
-            })
-            .collect())
+    /// A page as the database would hand it over: a claim a line (see
+    /// [`Store::decided_page`]).
+    #[cfg(test)]
+    pub(crate) fn from_text(text: String) -> Self {
+        Self { text: Some(text) }
     }
+
+    /// Hands each of the page's claims to `each` as it is parsed, in the order the
+    /// database wrote them: those decided with their facts kept among the claims the
+    /// page spans, so a page may hold fewer than were asked for, or none, with more
+    /// pages after it. The order is the index's as a rule (see [`DecidedPage::claims`]
+    /// for the page in order whatever the database did); a claim is parsed and used
+    /// while it is still in the core's caches, with no page of parsed claims between.
+    pub fn each_claim(
+        &self,
+        tenant_id: &TenantId,
+        mut each: impl FnMut(DecidedClaim),
+    ) -> Result<(), StoreError> {
+        let Some(text) = &self.text else {
+            return Ok(());
+        };
+        let read = crate::model::shared::reading_shared(|| {
+            for row in serde_json::Deserializer::from_str(text).into_iter::<PageRow>() {
+                let r = row?;
+                each(DecidedClaim {
+                    submitted: ClaimSubmitted {
+                        tenant_id: tenant_id.clone(),
+                        claim: r.submission,
+                        rulebook_id: r.rulebook_id,
+                        rulebook_version: r.rulebook_version,
+                        received_at_ms: r.received_at,
+                    },
+                    fraud: r.fraud_score.map(score_alone),
+                    facts: r.facts,
+                });
+            }
+            Ok::<_, serde_json::Error>(())
+        });
+        parsed(read, || "a page of decided claims".to_owned())
+    }
+
+    /// The page's claims, oldest first (by received time, then claim id). The
+    /// aggregate that writes the page keeps no order of its own (ordering it costs
+    /// SQLite a sort of the page's text): the page is ordered here.
+    pub fn claims(&self, tenant_id: &TenantId) -> Result<Vec<DecidedClaim>, StoreError> {
+        let mut claims = Vec::new();
+        self.each_claim(tenant_id, |c| claims.push(c))?;
+        claims.sort_unstable_by(|a, b| oldest_first(&a.submitted, &b.submitted));
+        Ok(claims)
+    }
+}
+
+/// The order of a window's claims: by received time, then by claim id.
+pub fn oldest_first(a: &ClaimSubmitted, b: &ClaimSubmitted) -> std::cmp::Ordering {
+    (a.received_at_ms, a.claim.claim_id.as_str())
+        .cmp(&(b.received_at_ms, b.claim.claim_id.as_str()))
 }
 
 /// Which claims: the window after the last page, by the index alone. Whether a claim
