@@ -141,7 +141,7 @@ impl DecidedPage {
 }
 
 /// The order of a window's claims: by received time, then by claim id.
-pub fn oldest_first(a: &ClaimSubmitted, b: &ClaimSubmitted) -> std::cmp::Ordering {
+fn oldest_first(a: &ClaimSubmitted, b: &ClaimSubmitted) -> std::cmp::Ordering {
     (a.received_at_ms, a.claim.claim_id.as_str())
         .cmp(&(b.received_at_ms, b.claim.claim_id.as_str()))
 }
