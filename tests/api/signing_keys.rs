@@ -28,6 +28,17 @@ fn jwk_of(key: &rsa::RsaPrivateKey) -> Value {
     jwk
 }
 
+/// The id of the key that signed `token`.
+fn kid_of(token: &str) -> String {
+    jwt::parts(token).0["kid"].as_str().unwrap().to_owned()
+}
+
+/// The key in the service's key file: the one a restart signs with.
+fn kept_key(app: &TestApp) -> rsa::RsaPrivateKey {
+    let pem = std::fs::read_to_string(app.data_dir.join("keys/signing.pem")).unwrap();
+    rsa::RsaPrivateKey::from_pkcs8_pem(&pem).unwrap()
+}
+
 async fn status(app: &TestApp, token: &str) -> StatusCode {
     app.get("/tenant/settings", token).await.status
 }
@@ -102,10 +113,7 @@ async fn retiring_the_services_own_key_moves_it_to_a_new_key(b: Backend) {
     let app = TestApp::spawn(b).await;
     let (email, password) = app.user("acme", "tenant:configure").await;
     let before = app.login(&email, &password).await;
-    let old_kid = jwt::parts(&before.access).0["kid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let old_kid = kid_of(&before.access);
     assert_eq!(status(&app, &before.access).await, StatusCode::OK);
 
     let (ok, _, _) = claims(&app, &["admin", "retire-key", "--kid", &old_kid]);
@@ -116,15 +124,13 @@ async fn retiring_the_services_own_key_moves_it_to_a_new_key(b: Backend) {
         .await
         .assert_error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
     let after = app.login(&email, &password).await;
-    let (header, _) = jwt::parts(&after.access);
-    let new_kid = header["kid"].as_str().unwrap();
+    let new_kid = kid_of(&after.access);
     assert_ne!(new_kid, old_kid);
     assert_eq!(status(&app, &after.access).await, StatusCode::OK);
-    assert_eq!(app.jwks_kids().await, [new_kid]);
+    assert_eq!(app.jwks_kids().await, [new_kid.as_str()]);
     // The key file holds the new key, so a restart keeps signing with it.
-    let pem = std::fs::read_to_string(app.data_dir.join("keys/signing.pem")).unwrap();
-    let kept = rsa::RsaPrivateKey::from_pkcs8_pem(&pem).unwrap();
-    assert_eq!(jwk_of(&kept)["kid"], new_kid);
+    let kept = kept_key(&app);
+    assert_eq!(jwk_of(&kept)["kid"], new_kid.as_str());
     assert!(jwt::verify_rs256(&after.access, &jwk_of(&kept)));
 }
 
@@ -144,10 +150,7 @@ async fn a_process_that_starts_with_a_retired_key_moves_to_a_new_key(b: Backend)
     let mut first = TestApp::spawn(b).await;
     let (email, password) = first.user("acme", "tenant:configure").await;
     let before = first.login(&email, &password).await;
-    let old_kid = jwt::parts(&before.access).0["kid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let old_kid = kid_of(&before.access);
     first.stop().await;
     // Retired while no process runs: the key file still holds the retired key.
     let (ok, _, _) = claims(&first, &["admin", "retire-key", "--kid", &old_kid]);
@@ -155,10 +158,7 @@ async fn a_process_that_starts_with_a_retired_key_moves_to_a_new_key(b: Backend)
 
     let second = first.spawn_sibling(|_| {}).await;
     let after = second.login(&email, &password).await;
-    let new_kid = jwt::parts(&after.access).0["kid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let new_kid = kid_of(&after.access);
     assert_ne!(new_kid, old_kid);
     assert_eq!(status(&second, &after.access).await, StatusCode::OK);
     second
@@ -166,7 +166,5 @@ async fn a_process_that_starts_with_a_retired_key_moves_to_a_new_key(b: Backend)
         .await
         .assert_error(StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
     assert_eq!(second.jwks_kids().await, [new_kid.as_str()]);
-    let pem = std::fs::read_to_string(second.data_dir.join("keys/signing.pem")).unwrap();
-    let kept = rsa::RsaPrivateKey::from_pkcs8_pem(&pem).unwrap();
-    assert_eq!(jwk_of(&kept)["kid"], new_kid.as_str());
+    assert_eq!(jwk_of(&kept_key(&second))["kid"], new_kid.as_str());
 }
