@@ -134,7 +134,7 @@ impl Server {
         }
         tasks.spawn(pipeline::store::checkpoints(
             state.store.clone(),
-            CHECKPOINT_EVERY,
+            pipeline::store::CHECKPOINT_EVERY,
             stop_rx.clone(),
         ));
         let mut http_stop = stop_rx.clone();
@@ -169,8 +169,6 @@ impl Server {
 /// turns on SQLite's one writer, and with 2,000 the chain fell behind a batch-intake load
 /// (measurements: docs/decisions.md, "The embedded log").
 const STAGE_BATCH: usize = 4000;
-/// How often SQLite's write-ahead log is copied into the database file.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How often the embedded log is compacted and trimmed.
 const LOG_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long consumed records stay in the embedded log, for inspection.

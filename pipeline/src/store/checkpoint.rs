@@ -2,7 +2,8 @@
 //!
 //! Left to itself, SQLite checkpoints inside the commit that crosses 1,000 log pages:
 //! the one writer then copies pages into the database file while every stage and
-//! intake request queues behind it. `serve` instead runs [`checkpoints`], which copies
+//! intake request queues behind it. `serve` (and `claims replay`, whose writer is what a
+//! rebuild waits for) instead runs [`checkpoints`], which copies
 //! them on a connection (and so a thread) of its own, without waiting for the writer or
 //! the readers (a passive checkpoint). The writer keeps a backstop at a much larger log
 //! for processes that do not run it (the admin CLI).
@@ -12,6 +13,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{Store, StoreError};
+
+/// How often [`checkpoints`] copies the log into the database file: often enough that
+/// the log stays far below the writer's backstop under a steady load of writes.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 impl Store {
     /// SQLite: one passive checkpoint on the checkpointing connection. A no-op on
