@@ -274,7 +274,9 @@ pub async fn store_bytes(store: &pipeline::store::Store) -> i64 {
 /// bytes appended to a table of their own in `store` (a fresh one, with the service's
 /// durability settings), as the embedded default commits them: per `batch` claims, one
 /// transaction for their intake and one for their decisions, each appending half of
-/// every claim's bytes as a row. No service, no encoding, no index but the key.
+/// every claim's bytes as a row. No service, no encoding, no index but the key. On
+/// SQLite the log is copied into the database file beside the writes, as the service
+/// and a rebuild do it (`store::checkpoints`).
 pub async fn store_ceiling(
     store: &pipeline::store::Store,
     claims: usize,
@@ -293,6 +295,12 @@ pub async fn store_ceiling(
         .unwrap();
     tx.commit().await.unwrap();
     let half = vec![b'x'; (bytes_per_claim / 2).max(1)];
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let checkpoints = tokio::spawn(pipeline::store::checkpoints(
+        store.clone(),
+        pipeline::store::CHECKPOINT_EVERY,
+        stopped,
+    ));
     let started = Instant::now();
     let mut id: i64 = 0;
     for _ in 0..claims.div_ceil(batch) {
@@ -318,7 +326,10 @@ pub async fn store_ceiling(
             tx.commit().await.unwrap();
         }
     }
-    claims as f64 / started.elapsed().as_secs_f64()
+    let rate = claims as f64 / started.elapsed().as_secs_f64();
+    stop.send_replace(true);
+    checkpoints.await.unwrap();
+    rate
 }
 
 /// Samples a process's RSS once a second until stopped.
