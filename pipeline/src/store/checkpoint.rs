@@ -2,11 +2,11 @@
 //!
 //! Left to itself, SQLite checkpoints inside the commit that crosses 1,000 log pages:
 //! the one writer then copies pages into the database file while every stage and
-//! intake request queues behind it. `serve` (and `claims replay`, whose writer is what a
-//! rebuild waits for) instead runs [`checkpoints`], which copies
-//! them on a connection (and so a thread) of its own, without waiting for the writer or
-//! the readers (a passive checkpoint). The writer keeps a backstop at a much larger log
-//! for processes that do not run it (the admin CLI).
+//! intake request queues behind it. `serve` and `claims replay` (whose writer is what a
+//! rebuild waits for) instead run [`checkpoints`], which copies them on a connection
+//! (and so a thread) of its own, without waiting for the writer or the readers (a
+//! passive checkpoint). The writer keeps a backstop at a much larger log for processes
+//! that do not run it (the other admin commands).
 
 use std::time::Duration;
 
