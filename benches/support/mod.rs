@@ -276,7 +276,7 @@ pub async fn store_bytes(store: &pipeline::store::Store) -> i64 {
 /// transaction for their intake and one for their decisions, each appending half of
 /// every claim's bytes as a row. No service, no encoding, no index but the key. On
 /// SQLite the log is copied into the database file beside the writes, as the service
-/// and a rebuild do it (`store::checkpoints`).
+/// and a rebuild do it (`store::Checkpointing`).
 pub async fn store_ceiling(
     store: &pipeline::store::Store,
     claims: usize,
@@ -295,12 +295,7 @@ pub async fn store_ceiling(
         .unwrap();
     tx.commit().await.unwrap();
     let half = vec![b'x'; (bytes_per_claim / 2).max(1)];
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let checkpoints = tokio::spawn(pipeline::store::checkpoints(
-        store.clone(),
-        pipeline::store::CHECKPOINT_EVERY,
-        stopped,
-    ));
+    let checkpoints = pipeline::store::Checkpointing::start(store);
     let started = Instant::now();
     let mut id: i64 = 0;
     for _ in 0..claims.div_ceil(batch) {
@@ -327,8 +322,7 @@ pub async fn store_ceiling(
         }
     }
     let rate = claims as f64 / started.elapsed().as_secs_f64();
-    stop.send_replace(true);
-    checkpoints.await.unwrap();
+    checkpoints.stop().await;
     rate
 }
 

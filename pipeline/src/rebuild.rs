@@ -24,7 +24,7 @@ use crate::clock::now_ms;
 use crate::model::{ClaimSubmitted, Decision};
 use crate::stages::snapshot::{twins, Snapshot};
 use crate::stages::StageError;
-use crate::store::{NewClaim, Store, StoreError, TaskDecision};
+use crate::store::{Checkpointing, NewClaim, Store, StoreError, TaskDecision};
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
@@ -115,17 +115,9 @@ pub async fn rebuild(
     // The log is copied into the database file beside the writes, as `serve` does:
     // left to the writer, a rebuild's commits stopped for the copy (at a million
     // claims, a sixth of the writer's time).
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let checkpoints = tokio::spawn(crate::store::checkpoints(
-        into.clone(),
-        crate::store::CHECKPOINT_EVERY,
-        stopped,
-    ));
+    let checkpoints = Checkpointing::start(into);
     let written = write_all(bus, topics, into, extents, total, &mut progress).await;
-    stop.send_replace(true);
-    // Checkpoints are the writer's help, not its duty: had they stopped, the writer's
-    // backstop copied the log, and nothing written depends on them.
-    let _ = checkpoints.await;
+    checkpoints.stop().await;
     // Made again whether or not the rebuild went through: the database is whole.
     into.remake_indexes(&indexes).await?;
     written

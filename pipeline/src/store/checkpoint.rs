@@ -47,3 +47,28 @@ pub async fn checkpoints(store: Store, every: Duration, mut shutdown: watch::Rec
         }
     }
 }
+
+/// [`checkpoints`] running beside a job of writes (a rebuild, a benchmark) until
+/// [`Checkpointing::stop`].
+#[derive(Debug)]
+pub struct Checkpointing {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Checkpointing {
+    /// Starts checkpointing `store` every [`CHECKPOINT_EVERY`].
+    pub fn start(store: &Store) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(checkpoints(store.clone(), CHECKPOINT_EVERY, stopped));
+        Self { stop, task }
+    }
+
+    /// Stops after the checkpoint under way, if any. Checkpoints are the writer's help,
+    /// not its duty: had they stopped early, the writer's backstop copied the log, and
+    /// nothing written depends on them, so their end is not a failure of the job.
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+    }
+}

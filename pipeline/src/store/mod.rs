@@ -45,7 +45,7 @@ use sqlx::{AnyPool, Executor};
 
 pub use accumulators::CountedClaim;
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
-pub use checkpoint::{checkpoints, CHECKPOINT_EVERY};
+pub use checkpoint::{checkpoints, Checkpointing, CHECKPOINT_EVERY};
 pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
 pub use decided::{DecidedPage, DecidedWindow};
