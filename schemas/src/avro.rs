@@ -18,12 +18,15 @@
 //! schema by Avro's schema resolution, and a test checks that each current schema can
 //! read every earlier version (backward compatibility).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use apache_avro::headers::HeaderBuilder;
 use apache_avro::rabin::Rabin;
 use apache_avro::schema::{RecordField, Schema};
 use apache_avro::types::Value as Avro;
+use apache_avro::{GenericSingleObjectReader, GenericSingleObjectWriter};
 use serde_json::Value as Json;
 
 /// The single-object encoding's marker.
@@ -132,18 +135,24 @@ pub static ALL: [&TopicSchema; 13] = [
 pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");
 
 /// The schema a value was written with, as a schema registry hands it out by id.
-#[derive(Debug, Clone)]
-pub struct WriterSchema(Schema);
+#[derive(Debug)]
+pub struct WriterSchema(Version);
 
 impl WriterSchema {
     pub fn parse(avsc: &str) -> Result<Self, AvroError> {
-        Schema::parse_str(avsc)
-            .map(Self)
-            .map_err(|e| err(e.to_string()))
+        let schema = Schema::parse_str(avsc).map_err(|e| err(e.to_string()))?;
+        Version::new(schema).map(Self)
     }
 }
 
 /// Encodes and decodes one topic's values.
+///
+/// Values are written and read by apache-avro's single-object writer and reader, which
+/// resolve a schema's named types once, where its `to_avro_datum` and
+/// `from_avro_datum` resolved them again for every value; and a JSON value is walked
+/// by reference, its path written out only for an error. Each record crosses the codec
+/// once each way on every topic, and the two together took a fifth to a quarter of the
+/// Kafka service's CPU (docs/decisions.md, "Avro on Kafka").
 #[derive(Debug)]
 pub struct Codec {
     schema: Schema,
@@ -151,8 +160,99 @@ pub struct Codec {
     names: HashMap<String, Schema>,
     header: [u8; 10],
     /// Every version this codec reads, by fingerprint.
-    writers: HashMap<[u8; 8], Schema>,
+    writers: HashMap<[u8; 8], Version>,
 }
+
+/// A schema values were written with, with its reader of bare datums.
+struct Version {
+    reader: GenericSingleObjectReader,
+    fingerprint: [u8; 8],
+}
+
+impl Version {
+    fn new(schema: Schema) -> Result<Self, AvroError> {
+        let fingerprint = fingerprint(&schema);
+        let reader = GenericSingleObjectReader::new_with_header_builder(schema, Header(Vec::new()))
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Self {
+            reader,
+            fingerprint,
+        })
+    }
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Version")
+            .field("fingerprint", &hex(&self.fingerprint))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A header of fixed bytes: none, for a reader of bare datums (the single-object header
+/// is read before it, by [`Codec::decode`]); a codec's own, for its writers.
+struct Header(Vec<u8>);
+
+impl HeaderBuilder for Header {
+    fn build_header(&self) -> Vec<u8> {
+        self.0.clone()
+    }
+}
+
+thread_local! {
+    /// Per thread, a writer per schema (by fingerprint): writing needs the writer's
+    /// buffer, and a codec is shared by every thread.
+    static WRITERS: RefCell<HashMap<[u8; 8], GenericSingleObjectWriter>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Where in a value a part is, for errors: built on the stack as the value is walked,
+/// and written out only when the part does not fit.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+    Key(&'a At<'a>, &'a str),
+}
+
+impl At<'_> {
+    /// `error.message`, `lines[2].code`; "the value" for the whole.
+    fn path(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        if out.is_empty() {
+            "the value".into()
+        } else {
+            out
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            At::Root => {}
+            At::Field(at, name) => {
+                at.write(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            At::Index(at, i) => {
+                at.write(out);
+                out.push_str(&format!("[{i}]"));
+            }
+            At::Key(at, key) => {
+                at.write(out);
+                out.push('.');
+                out.push_str(key);
+            }
+        }
+    }
+}
+
+/// JSON's null, for a field given no value and no default.
+static NULL: Json = Json::Null;
 
 impl Codec {
     pub fn new(avsc: &str, history: &[&str]) -> Result<Self, AvroError> {
@@ -162,10 +262,12 @@ impl Codec {
         let mut writers = HashMap::new();
         for old in history {
             let s = Schema::parse_str(old).map_err(|e| err(e.to_string()))?;
-            writers.insert(fingerprint(&s), s);
+            let old = Version::new(s)?;
+            writers.insert(old.fingerprint, old);
         }
-        let fp = fingerprint(&schema);
-        writers.insert(fp, schema.clone());
+        let current = Version::new(schema.clone())?;
+        let fp = current.fingerprint;
+        writers.insert(fp, current);
         let mut header = [0; 10];
         header[..2].copy_from_slice(&MAGIC);
         header[2..].copy_from_slice(&fp);
@@ -190,18 +292,39 @@ impl Codec {
 
     /// A JSON document as a single-object encoded value of the current schema.
     pub fn encode(&self, json: &Json) -> Result<Vec<u8>, AvroError> {
-        let mut out = self.header.to_vec();
-        self.write_datum(json, &mut out)?;
+        let mut out = Vec::new();
+        self.write_single(json, &mut out)?;
         Ok(out)
     }
 
     /// Appends a JSON document as a binary datum of the current schema, with no header
     /// (the Confluent wire format puts its own before it).
     pub fn write_datum(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
-        let value = self.to_avro(json, &self.schema, "")?;
-        let datum =
-            apache_avro::to_avro_datum(&self.schema, value).map_err(|e| err(e.to_string()))?;
-        out.extend_from_slice(&datum);
+        let start = out.len();
+        self.write_single(json, out)?;
+        out.drain(start..start + self.header.len());
+        Ok(())
+    }
+
+    /// Appends a JSON document single-object encoded: header, then datum.
+    fn write_single(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
+        let value = self.to_avro(json, &self.schema, &At::Root)?;
+        WRITERS.with_borrow_mut(|writers| {
+            let writer = match writers.entry(self.fingerprint()) {
+                std::collections::hash_map::Entry::Occupied(w) => w.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
+                    GenericSingleObjectWriter::new_with_capacity_and_header_builder(
+                        &self.schema,
+                        1024,
+                        Header(self.header.to_vec()),
+                    )
+                    .map_err(|e| err(e.to_string()))?,
+                ),
+            };
+            writer
+                .write_value_ref(&value, out)
+                .map_err(|e| err(e.to_string()))
+        })?;
         Ok(())
     }
 
@@ -219,24 +342,33 @@ impl Codec {
         }
         let mut fp = [0; 8];
         fp.copy_from_slice(&bytes[2..10]);
-        let writer = self
+        let version = self
             .writers
             .get(&fp)
             .ok_or_else(|| err(format!("unknown schema fingerprint {}", hex(&fp))))?;
-        self.resolve(writer, &bytes[10..])
+        self.read(version, &bytes[10..])
     }
 
     /// A binary datum written with `writer` (this schema, an earlier version, or any
     /// schema Avro's resolution can read into this one) as a JSON document of the
     /// current schema.
     pub fn read_datum(&self, writer: &WriterSchema, datum: &[u8]) -> Result<Json, AvroError> {
-        self.resolve(&writer.0, datum)
+        self.read(&writer.0, datum)
     }
 
-    fn resolve(&self, writer: &Schema, datum: &[u8]) -> Result<Json, AvroError> {
-        let reader = (writer != &self.schema).then_some(&self.schema);
-        let value = apache_avro::from_avro_datum(writer, &mut &datum[..], reader)
+    /// A bare datum of `version`, resolved into the current schema when it is another.
+    fn read(&self, version: &Version, datum: &[u8]) -> Result<Json, AvroError> {
+        let value = version
+            .reader
+            .read_value(&mut &datum[..])
             .map_err(|e| err(e.to_string()))?;
+        let value = if version.fingerprint == self.fingerprint() {
+            value
+        } else {
+            value
+                .resolve(&self.schema)
+                .map_err(|e| err(e.to_string()))?
+        };
         self.to_json(value, &self.schema)
     }
 
@@ -246,8 +378,8 @@ impl Codec {
             .ok_or_else(|| err(format!("unknown type {}", name.fullname(None))))
     }
 
-    fn to_avro(&self, v: &Json, s: &Schema, at: &str) -> Result<Avro, AvroError> {
-        let wrong = || err(format!("{}: {v} is not a {}", path(at), kind(s)));
+    fn to_avro(&self, v: &Json, s: &Schema, at: &At<'_>) -> Result<Avro, AvroError> {
+        let wrong = || err(format!("{}: {v} is not a {}", at.path(), kind(s)));
         Ok(match s {
             Schema::Null if v.is_null() => Avro::Null,
             Schema::Boolean => Avro::Boolean(v.as_bool().ok_or_else(wrong)?),
@@ -271,14 +403,14 @@ impl Codec {
                     .ok_or_else(wrong)?
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| self.to_avro(x, &a.items, &format!("{at}[{i}]")))
+                    .map(|(i, x)| self.to_avro(x, &a.items, &At::Index(at, i)))
                     .collect::<Result<_, _>>()?,
             ),
             Schema::Map(m) => Avro::Map(
                 v.as_object()
                     .ok_or_else(wrong)?
                     .iter()
-                    .map(|(k, x)| Ok((k.clone(), self.to_avro(x, &m.types, &format!("{at}.{k}"))?)))
+                    .map(|(k, x)| Ok((k.clone(), self.to_avro(x, &m.types, &At::Key(at, k))?)))
                     .collect::<Result<_, AvroError>>()?,
             ),
             Schema::Union(u) => {
@@ -299,19 +431,19 @@ impl Codec {
                 let obj = v.as_object().ok_or_else(wrong)?;
                 let mut fields = Vec::with_capacity(r.fields.len());
                 for f in &r.fields {
-                    let here = if at.is_empty() {
-                        f.name.clone()
-                    } else {
-                        format!("{at}.{}", f.name)
-                    };
                     let given = obj.get(&f.name).filter(|x| !x.is_null());
+                    let text;
                     let x = match (given, &f.default) {
-                        (Some(x), _) if is_json(f) => Json::String(x.to_string()),
-                        (Some(x), _) => x.clone(),
-                        (None, Some(d)) => d.clone(),
-                        (None, None) => Json::Null,
+                        (Some(x), _) if is_json(f) => {
+                            text = Json::String(x.to_string());
+                            &text
+                        }
+                        (Some(x), _) => x,
+                        (None, Some(d)) => d,
+                        (None, None) => &NULL,
                     };
-                    fields.push((f.name.clone(), self.to_avro(&x, &f.schema, &here)?));
+                    let here = At::Field(at, &f.name);
+                    fields.push((f.name.clone(), self.to_avro(x, &f.schema, &here)?));
                 }
                 Avro::Record(fields)
             }
@@ -412,14 +544,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn path(at: &str) -> &str {
-    if at.is_empty() {
-        "the value"
-    } else {
-        at
-    }
-}
-
 fn kind(s: &Schema) -> String {
     match s {
         Schema::Record(r) => format!("record {}", r.name.name),
@@ -454,6 +578,33 @@ mod tests {
             .codec()
             .decode(b"{\"tenant_id\": 1}")
             .is_err());
+    }
+
+    #[test]
+    fn the_path_of_a_misfit_names_its_fields_items_and_keys() {
+        let codec = Codec::new(
+            r#"{"type": "record", "name": "R", "fields": [
+                {"name": "items", "type": {"type": "array", "items": {"type": "record",
+                    "name": "Item", "fields": [{"name": "n", "type": "int"}]}}},
+                {"name": "m", "type": {"type": "map", "values": "long"}}]}"#,
+            &[],
+        )
+        .unwrap();
+        let misfit = |v: serde_json::Value| codec.encode(&v).unwrap_err().to_string();
+        assert_eq!(
+            misfit(json!({"items": [{"n": 1}, {"n": "x"}], "m": {}})),
+            "items[1].n: \"x\" is not a int"
+        );
+        assert_eq!(
+            misfit(json!({"items": [], "m": {"k": true}})),
+            "m.k: true is not a long"
+        );
+        assert_eq!(misfit(json!(7)), "the value: 7 is not a record R");
+        let fits = json!({"items": [{"n": 1}], "m": {"k": 2}});
+        assert_eq!(codec.decode(&codec.encode(&fits).unwrap()).unwrap(), fits);
+        let mut datum = Vec::new();
+        codec.write_datum(&fits, &mut datum).unwrap();
+        assert_eq!(datum, codec.encode(&fits).unwrap()[10..]);
     }
 
     #[test]
