@@ -309,8 +309,9 @@ impl Codec {
     /// Appends a JSON document single-object encoded: header, then datum.
     fn write_single(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
         let value = self.to_avro(json, &self.schema, &At::Root)?;
+        let fp = self.fingerprint();
         WRITERS.with_borrow_mut(|writers| {
-            let writer = match writers.entry(self.fingerprint()) {
+            let writer = match writers.entry(fp) {
                 std::collections::hash_map::Entry::Occupied(w) => w.into_mut(),
                 std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
                     GenericSingleObjectWriter::new_with_capacity_and_header_builder(
@@ -321,11 +322,15 @@ impl Codec {
                     .map_err(|e| err(e.to_string()))?,
                 ),
             };
-            writer
-                .write_value_ref(&value, out)
-                .map_err(|e| err(e.to_string()))
-        })?;
-        Ok(())
+            let written = writer.write_value_ref(&value, out);
+            if written.is_err() {
+                // A write that fails part way leaves its bytes in the writer's buffer,
+                // after the header, where the thread's next value would follow them:
+                // the writer is made afresh instead.
+                writers.remove(&fp);
+            }
+            written.map(drop).map_err(|e| err(e.to_string()))
+        })
     }
 
     /// [`Codec::encode`] from JSON text.
