@@ -27,9 +27,12 @@ mod kafka_only {
     }
 }
 
-/// Polls the claim until it leaves `received`.
+/// Polls the claim until it leaves `received`. The deadline only tells a claim that is
+/// never decided from a slow one (speed is the benchmarks' to measure): on Kafka, under
+/// the whole suite on two busy cores, the first claim of a 1,000-claim batch once took
+/// over 20 s, while its consumer groups joined and the batch went through each stage.
 pub async fn decided(app: &TestApp, s: &Session, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r = app.get(&format!("/claims/{id}"), &s.access).await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
