@@ -24,7 +24,7 @@ use crate::clock::now_ms;
 use crate::model::{ClaimSubmitted, Decision};
 use crate::stages::snapshot::{twins, Snapshot};
 use crate::stages::StageError;
-use crate::store::{Checkpointing, NewClaim, Store, StoreError, TaskDecision};
+use crate::store::{Checkpointing, DecisionTexts, NewClaim, Store, StoreError, TaskDecision};
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
@@ -71,8 +71,12 @@ pub enum RebuildError {
 
 /// A page read and decoded, ahead of the writes.
 enum Page {
-    Claims(Vec<ClaimSubmitted>),
-    Decisions(Vec<Decision>),
+    /// Claims with their submissions as their rows keep them.
+    Claims(Vec<(ClaimSubmitted, String)>),
+    /// Decisions in the order to apply them (see [`twins`]), with the store's texts of
+    /// those the snapshot stage leaves as they are (the written ones): made here, on
+    /// the reading task, while the writer writes the pages before.
+    Decisions(Vec<Decision>, Vec<Option<DecisionTexts>>),
     OfficerDecisions(Vec<OfficerDecision>),
 }
 
@@ -89,10 +93,11 @@ struct Read {
 type Extents = Vec<(TopicSpec, Vec<(u32, i64, i64)>)>;
 
 /// Pages read and decoded while the previous ones are written.
-const READ_AHEAD: usize = 2;
+const READ_AHEAD: usize = 1;
 
 /// Rebuilds the snapshots into `into` (migrated, empty) from `bus`'s topics. One task
-/// reads and decodes pages while this one writes them, in order.
+/// reads and decodes pages, and serialises what it can of them, while this one writes
+/// them, in order.
 pub async fn rebuild(
     bus: &Bus,
     topics: &Topics,
@@ -147,13 +152,8 @@ async fn write_all(
         twins: false,
         passed: Default::default(),
     };
-    let mut twins = twins::Twins::default();
     while let Some(read) = rx.recv().await {
         let read: Read = read?;
-        if !matches!(read.page, Page::Decisions(_)) {
-            // The decisions are all read: those that waited for a twin in vain.
-            decisions(&mut snapshot, twins.rest(), &mut rebuilt).await?;
-        }
         if !replaced.is_empty() && !matches!(read.page, Page::Claims(_)) {
             // Every claim is in: the marks of the replacements.
             for (tenant, claim, by) in replaced.drain(..) {
@@ -162,8 +162,8 @@ async fn write_all(
         }
         match read.page {
             Page::Claims(commands) => claims(into, commands, &mut rebuilt, &mut replaced).await?,
-            Page::Decisions(page) => {
-                decisions(&mut snapshot, twins.order(page), &mut rebuilt).await?
+            Page::Decisions(page, texts) => {
+                decisions(&mut snapshot, page, texts, &mut rebuilt).await?
             }
             Page::OfficerDecisions(decisions) => {
                 officer_decisions(into, &decisions).await?;
@@ -175,12 +175,10 @@ async fn write_all(
         at.topic = read.topic;
         progress(&at);
     }
-    decisions(&mut snapshot, twins.rest(), &mut rebuilt).await?;
-    rebuilt.from_twins = twins.replaced;
     for (tenant, claim, by) in replaced.drain(..) {
         into.supersede_replayed(&tenant, &claim, &by).await?;
     }
-    reader
+    rebuilt.from_twins = reader
         .await
         .map_err(|e| RebuildError::Stage(StageError::Fatal(e.to_string())))?;
     Ok(rebuilt)
@@ -191,12 +189,13 @@ async fn write_all(
 async fn decisions(
     snapshot: &mut Snapshot,
     mut decisions: Vec<Decision>,
+    texts: Vec<Option<DecisionTexts>>,
     rebuilt: &mut Rebuilt,
 ) -> Result<(), RebuildError> {
     if decisions.is_empty() {
         return Ok(());
     }
-    let (_, held) = snapshot.apply(&mut decisions).await?;
+    let (_, held) = snapshot.apply_with(&mut decisions, texts).await?;
     rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
     // Freed on the blocking pool: a page's decisions took an eighth of the writer's
     // time to free, and the writer is what a rebuild waits for.
@@ -204,31 +203,53 @@ async fn decisions(
     Ok(())
 }
 
-/// Reads the topics of record page by page, in order, decoding each page; stops at
-/// the first failure, which it passes on.
+/// Reads the topics of record page by page, in order, decoding each page and putting
+/// the decisions in the order to apply them; stops at the first failure, which it
+/// passes on. Answers the decisions that a written twin stood in for.
 async fn read_all(
     bus: Bus,
     topics: Topics,
     extents: Extents,
     tx: tokio::sync::mpsc::Sender<Result<Read, RebuildError>>,
-) {
+) -> u64 {
+    let mut twins = twins::Twins::default();
     for (topic, extent) in extents {
         let mut pages = bus.pages(&topic, extent, PAGE);
         loop {
             let read = match pages.next().await {
                 Ok(None) => break,
-                Ok(Some(records)) => Ok(decode(&topics, &topic, &records)),
+                Ok(Some(records)) => decode(&topics, &topic, &records, &mut twins),
                 Err(e) => Err(RebuildError::from(e)),
             };
             let failed = read.is_err();
             if tx.send(read).await.is_err() || failed {
-                return;
+                return twins.replaced;
+            }
+        }
+        if topic == topics.decided {
+            // The decisions are all read: those that waited for a twin in vain.
+            let rest = twins.rest();
+            let texts = Vec::new();
+            let read = Read {
+                page: Page::Decisions(rest, texts),
+                topic: topic.name.clone(),
+                records: 0,
+                skipped: 0,
+            };
+            if tx.send(Ok(read)).await.is_err() {
+                return twins.replaced;
             }
         }
     }
+    twins.replaced
 }
 
-fn decode(topics: &Topics, topic: &TopicSpec, records: &[Record]) -> Read {
+fn decode(
+    topics: &Topics,
+    topic: &TopicSpec,
+    records: &[Record],
+    twins: &mut twins::Twins,
+) -> Result<Read, RebuildError> {
     fn all<T: serde::de::DeserializeOwned>(records: &[Record]) -> (Vec<T>, u64) {
         let mut skipped = 0;
         let values = records
@@ -242,43 +263,48 @@ fn decode(topics: &Topics, topic: &TopicSpec, records: &[Record]) -> Read {
         (values, skipped)
     }
     let (page, skipped) = if topic == &topics.intake {
-        let (v, s) = all(records);
-        (Page::Claims(v), s)
+        let (v, s) = all::<ClaimSubmitted>(records);
+        let claims = v
+            .into_iter()
+            .map(|c| serde_json::to_string(&c.claim).map(|text| (c, text)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        (Page::Claims(claims), s)
     } else if topic == &topics.decided {
         // The page's decisions repeat their claims' providers, contracts, members and
         // plans in their facts.
         let (v, s) = crate::model::shared::reading_shared(|| all(records));
-        (Page::Decisions(v), s)
+        let ordered = twins.order(v);
+        let texts = ordered
+            .iter()
+            .map(|d| d.written.then(|| DecisionTexts::of(d)))
+            .collect();
+        (Page::Decisions(ordered, texts), s)
     } else {
         let (v, s) = all(records);
         (Page::OfficerDecisions(v), s)
     };
-    Read {
+    Ok(Read {
         page,
         topic: topic.name.clone(),
         records: records.len() as u64,
         skipped,
-    }
+    })
 }
 
 /// A page of `claims.intake`: the claims' rows, as intake wrote them.
 async fn claims(
     into: &Store,
-    page: Vec<ClaimSubmitted>,
+    page: Vec<(ClaimSubmitted, String)>,
     rebuilt: &mut Rebuilt,
     replaced: &mut Vec<(String, String, String)>,
 ) -> Result<(), RebuildError> {
     // A claim's command is on the topic once, unless a relay repeated it.
     let mut seen = HashSet::new();
-    let commands: Vec<ClaimSubmitted> = page
+    let (commands, submissions): (Vec<ClaimSubmitted>, Vec<String>) = page
         .into_iter()
-        .filter(|c| seen.insert((c.tenant_id.to_string(), c.claim.claim_id.to_string())))
-        .collect();
-    let submissions = commands
-        .iter()
-        .map(|c| serde_json::to_string(&c.claim))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        .filter(|(c, _)| seen.insert((c.tenant_id.to_string(), c.claim.claim_id.to_string())))
+        .unzip();
     let rows = NewClaim::all(&commands, &submissions);
     let tenants: HashSet<&str> = commands.iter().map(|c| c.tenant_id.as_str()).collect();
     let mut tx = into.begin_write().await?;

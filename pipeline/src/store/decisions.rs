@@ -134,36 +134,79 @@ pub struct PreparedDecisions<'a> {
 
 impl<'a> PreparedDecisions<'a> {
     pub fn new(decisions: &'a [Decision]) -> Self {
-        let rows: Vec<_> = decisions
+        Self::with(decisions, Vec::new())
+    }
+
+    /// As [`Self::new`], with the texts of some decisions made ahead: `texts[i]`, when
+    /// there is one, was made of `decisions[i]` as it is now (see [`DecisionTexts`]).
+    pub fn with(decisions: &'a [Decision], texts: Vec<Option<DecisionTexts>>) -> Self {
+        let mut texts = texts.into_iter();
+        let (rows, entries) = decisions
             .iter()
-            .map(|d| Row {
-                d,
-                reasons: json(&d.reasons).unwrap_or_else(|| "[]".into()),
-                fraud: d.fraud.as_ref().and_then(json),
-                lines: (!d.lines.is_empty())
-                    .then(|| match &d.lines_json {
-                        Some(told) => Some(told.get().to_owned()),
-                        None => json(&d.lines),
-                    })
-                    .flatten(),
-                // Kept for an officer's approval: only a claim under review needs it.
-                pricing: d
-                    .pricing
-                    .as_ref()
-                    .filter(|_| d.status == ClaimStatus::PendingReview)
-                    .and_then(json),
-                visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
-                facts: d.facts.as_ref().and_then(json),
+            .map(|d| {
+                let texts = texts.next().flatten();
+                texts.unwrap_or_else(|| DecisionTexts::of(d)).into_row(d)
             })
-            .collect();
-        let entries = rows
-            .iter()
-            .map(|r| {
-                r.d.audit_entry_with(&r.reasons, r.lines.as_deref(), r.fraud.as_deref())
-                    .into()
-            })
-            .collect();
+            .unzip();
         Self { rows, entries }
+    }
+}
+
+/// What the store writes of a decision besides its plain columns: its reasons, fraud
+/// analysis, lines, pricing, visits and facts as JSON, and its audit entry. Made from
+/// the decision as it is; a caller that makes them ahead of the write (a rebuild,
+/// while the page before is written) must not change the decision between.
+#[derive(Debug)]
+pub struct DecisionTexts {
+    reasons: String,
+    fraud: Option<String>,
+    lines: Option<String>,
+    pricing: Option<String>,
+    visits: Option<String>,
+    facts: Option<String>,
+    entry: PreparedEntry,
+}
+
+impl DecisionTexts {
+    pub fn of(d: &Decision) -> Self {
+        let reasons = json(&d.reasons).unwrap_or_else(|| "[]".into());
+        let fraud = d.fraud.as_ref().and_then(json);
+        let lines = (!d.lines.is_empty())
+            .then(|| match &d.lines_json {
+                Some(told) => Some(told.get().to_owned()),
+                None => json(&d.lines),
+            })
+            .flatten();
+        let entry = d
+            .audit_entry_with(&reasons, lines.as_deref(), fraud.as_deref())
+            .into();
+        Self {
+            reasons,
+            fraud,
+            lines,
+            // Kept for an officer's approval: only a claim under review needs it.
+            pricing: d
+                .pricing
+                .as_ref()
+                .filter(|_| d.status == ClaimStatus::PendingReview)
+                .and_then(json),
+            visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
+            facts: d.facts.as_ref().and_then(json),
+            entry,
+        }
+    }
+
+    fn into_row(self, d: &Decision) -> (Row<'_>, PreparedEntry) {
+        let row = Row {
+            d,
+            reasons: self.reasons,
+            fraud: self.fraud,
+            lines: self.lines,
+            pricing: self.pricing,
+            visits: self.visits,
+            facts: self.facts,
+        };
+        (row, self.entry)
     }
 }
 
@@ -459,12 +502,22 @@ impl Store {
     /// redelivered input decided again against state that had moved on (the fraud stage
     /// scoring a claim after later claims of its batch), and the first one stands.
     pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<Vec<bool>, StoreError> {
+        self.write_decisions_with(decisions, Vec::new()).await
+    }
+
+    /// [`Self::write_decisions`] with the texts of some decisions made ahead (see
+    /// [`PreparedDecisions::with`]).
+    pub async fn write_decisions_with(
+        &self,
+        decisions: &[Decision],
+        texts: Vec<Option<DecisionTexts>>,
+    ) -> Result<Vec<bool>, StoreError> {
         if decisions.is_empty() {
             return Ok(Vec::new());
         }
         // Everything that costs CPU happens before the transaction: SQLite has one
         // writer, and every stage and intake request waits while it is held.
-        let prepared = PreparedDecisions::new(decisions);
+        let prepared = PreparedDecisions::with(decisions, texts);
         let mut tx = self.begin_write().await?;
         let check = self.check_decisions_in(&mut tx, &prepared).await?;
         self.write_checked_decisions_in(&mut tx, &prepared, &check)

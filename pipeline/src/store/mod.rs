@@ -49,7 +49,7 @@ pub use checkpoint::{checkpoints, Checkpointing, CHECKPOINT_EVERY};
 pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
 pub use decided::{DecidedPage, DecidedWindow};
-pub use decisions::{DecisionCheck, PreparedDecisions};
+pub use decisions::{DecisionCheck, DecisionTexts, PreparedDecisions};
 pub use error::StoreError;
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 pub use intake::{NewClaim, Unreplaceable};

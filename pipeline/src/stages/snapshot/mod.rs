@@ -25,7 +25,7 @@ use super::passed::Passed;
 use super::runner::{by_topic, decode_all, encode, message, Outputs, Stage, StageError};
 use crate::bus::{Bus, Consumer, Message, Record, TopicSpec};
 use crate::model::{Decision, EventKind, Written, WRITTEN_PREFIX};
-use crate::store::Store;
+use crate::store::{DecisionTexts, Store};
 use crate::topics::Topics;
 use accumulators::{lock, Accumulators, Shared};
 use settle::Count;
@@ -117,8 +117,18 @@ impl Snapshot {
         &mut self,
         decisions: &mut [Decision],
     ) -> Result<(Vec<Vec<Count>>, Vec<bool>), StageError> {
+        self.apply_with(decisions, Vec::new()).await
+    }
+
+    /// [`Self::apply`] with the store's texts of some decisions made ahead: only of
+    /// decisions that [`settle::process`] leaves as they are, the written ones.
+    pub async fn apply_with(
+        &mut self,
+        decisions: &mut [Decision],
+        texts: Vec<Option<DecisionTexts>>,
+    ) -> Result<(Vec<Vec<Count>>, Vec<bool>), StageError> {
         let counted = settle::process(decisions, &mut lock(&self.accumulators));
-        let held = match self.store.write_decisions(decisions).await {
+        let held = match self.store.write_decisions_with(decisions, texts).await {
             Ok(held) => held,
             Err(e) => {
                 // The batch is retried: it must find the years as they were.
@@ -360,5 +370,33 @@ mod tests {
             .unwrap();
         assert_eq!((year.deductible, year.paid), (50_000, 16_000));
         crate::store::remove_temp(store, &path).await;
+    }
+
+    /// A rebuild makes the store's texts of a written decision while the pages before
+    /// it are written (`rebuild.rs`), before this stage counts it: counting it must
+    /// leave it as the store writes it, which adjudicating it again would not.
+    #[test]
+    fn counting_a_written_decision_leaves_what_the_store_writes_of_it_as_it_was() {
+        // The chain decided C-2 against M-1's year without C-1 in it.
+        let mut written = priced("C-2", 30_000);
+        settle::process(
+            std::slice::from_mut(&mut written),
+            &mut Accumulators::default(),
+        );
+        written.written = true;
+        // The rebuild's year has C-1 counted first: priced again against it, C-2's
+        // lines and the year its facts name would change.
+        let mut state = Accumulators::default();
+        settle::process(&mut [priced("C-1", 40_000)], &mut state);
+        let ahead = format!("{:?}", DecisionTexts::of(&written));
+
+        let counted = settle::process(std::slice::from_mut(&mut written), &mut state);
+
+        assert_eq!(format!("{:?}", DecisionTexts::of(&written)), ahead);
+        assert_eq!(
+            counted[0].len(),
+            1,
+            "C-2 counts in the year once, as written"
+        );
     }
 }
