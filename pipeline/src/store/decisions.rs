@@ -110,18 +110,11 @@ struct DecisionDetails<'a> {
 /// Decisions per statement: 15 bound values a row stays well under SQLite's 32,766.
 const ROWS_PER_STATEMENT: usize = 1000;
 
-/// A decision with its reasons, fraud analysis, lines and pricing as the snapshot
-/// stores them (JSON; no lines for a decision that leaves the claim's as they are).
+/// A decision with what the store writes of it besides its plain columns.
 #[derive(Debug)]
 struct Row<'a> {
     d: &'a Decision,
-    reasons: String,
-    fraud: Option<String>,
-    lines: Option<String>,
-    pricing: Option<String>,
-    /// The visits of the claim's count in its member's year, when it counts.
-    visits: Option<String>,
-    facts: Option<String>,
+    t: DecisionTexts,
 }
 
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
@@ -129,7 +122,6 @@ struct Row<'a> {
 #[derive(Debug)]
 pub struct PreparedDecisions<'a> {
     rows: Vec<Row<'a>>,
-    entries: Vec<PreparedEntry>,
 }
 
 impl<'a> PreparedDecisions<'a> {
@@ -141,14 +133,17 @@ impl<'a> PreparedDecisions<'a> {
     /// there is one, was made of `decisions[i]` as it is now (see [`DecisionTexts`]).
     pub fn with(decisions: &'a [Decision], texts: Vec<Option<DecisionTexts>>) -> Self {
         let mut texts = texts.into_iter();
-        let (rows, entries) = decisions
+        let rows = decisions
             .iter()
-            .map(|d| {
-                let texts = texts.next().flatten();
-                texts.unwrap_or_else(|| DecisionTexts::of(d)).into_row(d)
+            .map(|d| Row {
+                d,
+                t: texts
+                    .next()
+                    .flatten()
+                    .unwrap_or_else(|| DecisionTexts::of(d)),
             })
-            .unzip();
-        Self { rows, entries }
+            .collect();
+        Self { rows }
     }
 }
 
@@ -160,8 +155,10 @@ impl<'a> PreparedDecisions<'a> {
 pub struct DecisionTexts {
     reasons: String,
     fraud: Option<String>,
+    /// None for a decision that leaves the claim's lines as they are.
     lines: Option<String>,
     pricing: Option<String>,
+    /// The visits of the claim's count in its member's year, when it counts.
     visits: Option<String>,
     facts: Option<String>,
     entry: PreparedEntry,
@@ -194,19 +191,6 @@ impl DecisionTexts {
             facts: d.facts.as_ref().and_then(json),
             entry,
         }
-    }
-
-    fn into_row(self, d: &Decision) -> (Row<'_>, PreparedEntry) {
-        let row = Row {
-            d,
-            reasons: self.reasons,
-            fraud: self.fraud,
-            lines: self.lines,
-            pricing: self.pricing,
-            visits: self.visits,
-            facts: self.facts,
-        };
-        (row, self.entry)
     }
 }
 
@@ -405,7 +389,7 @@ fn bind_counts<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) ->
             .bind(usage.deductible)
             .bind(usage.out_of_pocket)
             .bind(usage.paid)
-            .bind(row.visits.as_deref().unwrap_or("{}"))
+            .bind(row.t.visits.as_deref().unwrap_or("{}"))
             .bind(seq_column(d.counted_seq));
     }
     q
@@ -435,15 +419,15 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
             .bind(d.outcome.as_str())
             .bind(d.approved_amount)
             .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-            .bind(row.fraud.as_deref())
+            .bind(row.t.fraud.as_deref())
             .bind(&d.audit_id)
-            .bind(&row.reasons)
+            .bind(&row.t.reasons)
             .bind(d.task_id.as_deref())
             .bind(d.decided_at_ms)
             .bind(d.version)
-            .bind(row.lines.as_deref())
-            .bind(row.pricing.as_deref())
-            .bind(row.facts.as_deref());
+            .bind(row.t.lines.as_deref())
+            .bind(row.t.pricing.as_deref())
+            .bind(row.t.facts.as_deref());
     }
     q
 }
@@ -457,7 +441,7 @@ fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> 
             .bind(&d.claim_id)
             .bind("open")
             .bind(d.priority)
-            .bind(&row.reasons)
+            .bind(&row.t.reasons)
             .bind(d.decided_at_ms);
     }
     q
@@ -534,7 +518,7 @@ impl Store {
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         prepared: &PreparedDecisions<'_>,
     ) -> Result<DecisionCheck, StoreError> {
-        let entries = &prepared.entries;
+        let entries: Vec<&PreparedEntry> = prepared.rows.iter().map(|r| &r.t.entry).collect();
         let ids: Vec<&str> = entries.iter().map(|e| e.entry.audit_id.as_str()).collect();
         let mut recorded = if ids.is_empty() {
             Default::default()
@@ -573,8 +557,11 @@ impl Store {
         let writes = Writes::new(&prepared.rows, &check.held, self.backend());
         execute_all(tx, writes.bind(&prepared.rows)).await?;
         // Last: the chain head is the last lock a transaction takes (see `audit`).
-        let fresh: Vec<&PreparedEntry> =
-            check.fresh.iter().map(|i| &prepared.entries[*i]).collect();
+        let fresh: Vec<&PreparedEntry> = check
+            .fresh
+            .iter()
+            .map(|i| &prepared.rows[*i].t.entry)
+            .collect();
         self.append_new_audit_in(tx, &fresh).await
     }
 
