@@ -195,7 +195,7 @@ async fn decisions(
     if decisions.is_empty() {
         return Ok(());
     }
-    let (_, held) = snapshot.apply_with(&mut decisions, texts).await?;
+    let (_, held) = snapshot.apply(&mut decisions, texts).await?;
     rebuilt.decisions += held.iter().filter(|h| **h).count() as u64;
     // Freed on the blocking pool: a page's decisions took an eighth of the writer's
     // time to free, and the writer is what a rebuild waits for.
@@ -228,10 +228,8 @@ async fn read_all(
         }
         if topic == topics.decided {
             // The decisions are all read: those that waited for a twin in vain.
-            let rest = twins.rest();
-            let texts = Vec::new();
             let read = Read {
-                page: Page::Decisions(rest, texts),
+                page: Page::Decisions(twins.rest(), Vec::new()),
                 topic: topic.name.clone(),
                 records: 0,
                 skipped: 0,

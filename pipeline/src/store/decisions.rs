@@ -485,13 +485,10 @@ impl Store {
     /// version writes nothing, and its events must not be published: it comes from a
     /// redelivered input decided again against state that had moved on (the fraud stage
     /// scoring a claim after later claims of its batch), and the first one stands.
-    pub async fn write_decisions(&self, decisions: &[Decision]) -> Result<Vec<bool>, StoreError> {
-        self.write_decisions_with(decisions, Vec::new()).await
-    }
-
-    /// [`Self::write_decisions`] with the texts of some decisions made ahead (see
-    /// [`PreparedDecisions::with`]).
-    pub async fn write_decisions_with(
+    ///
+    /// `texts`: per decision, what the store writes of it, when it was made ahead (see
+    /// [`PreparedDecisions::with`]); empty when none was.
+    pub async fn write_decisions(
         &self,
         decisions: &[Decision],
         texts: Vec<Option<DecisionTexts>>,

@@ -97,7 +97,7 @@ impl Snapshot {
         let mut out = Vec::new();
         let mut decisions: Vec<Decision> =
             decode_all(self.name(), batch, &self.topics.dead_letter, &mut out);
-        let (counted, held) = self.apply(&mut decisions).await?;
+        let (counted, held) = self.apply(&mut decisions, Vec::new()).await?;
         out.extend(state_entries(&self.topics, &counted, &held));
         out.extend(process(&self.topics, &decisions, &held));
         if self.twins {
@@ -112,23 +112,16 @@ impl Snapshot {
     /// Applies decoded decisions in order to the members' years and writes them to the
     /// store: per decision, the changes to its member's year that stand, and whether
     /// the store holds it (a count whose decision the store turned down is taken
-    /// back). The stage's work without its outputs, and `claims replay`'s.
-    pub async fn apply(
-        &mut self,
-        decisions: &mut [Decision],
-    ) -> Result<(Vec<Vec<Count>>, Vec<bool>), StageError> {
-        self.apply_with(decisions, Vec::new()).await
-    }
-
-    /// [`Self::apply`] with the store's texts of some decisions made ahead: only of
+    /// back). The stage's work without its outputs, and `claims replay`'s, which passes
+    /// the store's texts of some decisions made ahead (`texts`, empty for none): only of
     /// decisions that [`settle::process`] leaves as they are, the written ones.
-    pub async fn apply_with(
+    pub async fn apply(
         &mut self,
         decisions: &mut [Decision],
         texts: Vec<Option<DecisionTexts>>,
     ) -> Result<(Vec<Vec<Count>>, Vec<bool>), StageError> {
         let counted = settle::process(decisions, &mut lock(&self.accumulators));
-        let held = match self.store.write_decisions_with(decisions, texts).await {
+        let held = match self.store.write_decisions(decisions, texts).await {
             Ok(held) => held,
             Err(e) => {
                 // The batch is retried: it must find the years as they were.
