@@ -54,6 +54,7 @@ buses!(
         trim_keeps_records_younger_than_retention_and_removes_a_long_run_in_chunks,
         concurrent_publishers_get_distinct_gapless_offsets,
         outputs_and_the_commit_of_their_inputs_land_together,
+        a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it_too,
     ],
 );
 
@@ -231,6 +232,51 @@ async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
     assert_eq!(got.len(), 1);
     // Woken by the publish, not by the end of the 30 s wait.
     assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+}
+
+/// On the embedded log a poll that finds fewer than an eighth of its batch lingers for
+/// the next publish (`bus::LINGER`, made long here so that timing cannot decide the
+/// test): a trickle reaches a stage in larger batches, each one turn on the writer.
+async fn a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it_too(b: Backend) {
+    let f = fixture(b).await;
+    let t = topic("t", false);
+    let linger = Duration::from_secs(3);
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()).with_linger(linger));
+    let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    bus.publish(&t, &[msg("a", "1")]).await.unwrap();
+    let publisher = bus.clone();
+    let t2 = t.clone();
+    let later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        publisher.publish(&t2, &[msg("b", "2")]).await.unwrap();
+    });
+    let started = Instant::now();
+    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    let waited = started.elapsed();
+    later.await.unwrap();
+    let keys: HashSet<&str> = got.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, HashSet::from(["a", "b"]), "one batch holds both");
+    // Handed out when the second publish woke it, not at the end of the linger.
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+
+    // With nothing more published, what it found comes out when the linger ends.
+    bus.publish(&t, &[msg("c", "3")]).await.unwrap();
+    let started = Instant::now();
+    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(got.len(), 1);
+    assert!(
+        waited >= linger && waited < Duration::from_secs(20),
+        "waited {waited:?}"
+    );
+
+    // A batch of an eighth or more is handed out at once.
+    let many: Vec<Message> = (0..20).map(|i| msg(&format!("k{i}"), "v")).collect();
+    bus.publish(&t, &many).await.unwrap();
+    let started = Instant::now();
+    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(got.len(), 20);
+    assert!(started.elapsed() < linger, "waited {:?}", started.elapsed());
 }
 
 async fn a_closed_consumer_hands_its_partitions_over_at_once_and_a_static_one_keeps_them(

@@ -10,6 +10,9 @@
 //! - Consumers in this process are woken the moment a publish commits; consumers in
 //!   another process notice within [`CROSS_PROCESS_POLL`]. The embedded log serves one
 //!   machine; Kafka is the answer for scale.
+//! - A poll that finds only a few records waits up to [`LINGER`] for the next publish
+//!   and takes its records too, so that a steady trickle reaches a stage in fewer,
+//!   larger batches: each batch is a turn on the store's one writer.
 //! - Compacted topics keep only the latest record per key once [`EmbeddedLog::compact`]
 //!   runs; consumed records of other topics are trimmed by [`EmbeddedLog::trim`].
 
@@ -29,6 +32,13 @@ use crate::store::{values_list, Backend, Store, StoreError};
 pub const LEASE: Duration = Duration::from_secs(5);
 /// How often a waiting consumer looks for records published by another process.
 pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
+/// How long a poll that found fewer than an eighth of its batch waits for one more
+/// publish before it hands them out. On SQLite every batch a stage handles is a
+/// transaction on the one writer, and each page it dirties is written whole into the
+/// write-ahead log: at a steady rate, batches of a few dozen claims made the writer
+/// the bottleneck of intake and of every stage (measurements: docs/decisions.md, "The
+/// embedded log").
+pub const LINGER: Duration = Duration::from_millis(10);
 /// Rows per INSERT statement (SQLite allows 32,766 bound values; 6 per row).
 const ROWS_PER_INSERT: usize = 2000;
 
@@ -38,6 +48,8 @@ pub struct EmbeddedLog {
     /// Identifies this process as a lease holder.
     owner: Arc<str>,
     wakers: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+    /// [`LINGER`], unless a test wants it longer.
+    linger: Duration,
 }
 
 impl EmbeddedLog {
@@ -57,7 +69,13 @@ impl EmbeddedLog {
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
                 .into(),
             wakers: Arc::default(),
+            linger: LINGER,
         }
+    }
+
+    /// This log with polls lingering `linger` instead of [`LINGER`].
+    pub fn with_linger(self, linger: Duration) -> Self {
+        Self { linger, ..self }
     }
 
     fn waker(&self, topic: &str) -> Arc<Notify> {
@@ -613,13 +631,21 @@ impl EmbeddedConsumer {
         loop {
             // Register for wake-ups before reading, so a publish between the read and
             // the wait is not missed.
-            let notified: Vec<_> = wakers.iter().map(|w| w.notified()).collect();
-            let mut notified: Vec<_> = notified.into_iter().map(Box::pin).collect();
-            for n in &mut notified {
-                n.as_mut().enable();
-            }
-            let records = self.read(max).await?;
+            let notified = enabled(&wakers);
+            let mut records = self.read(max).await?;
             if !records.is_empty() {
+                if records.len() < max / 8 {
+                    // A publish during the read already woke `notified`; the next
+                    // one wakes these. One missed in between costs the whole linger.
+                    let next = enabled(&wakers);
+                    let linger = self
+                        .log
+                        .linger
+                        .min(deadline.saturating_duration_since(Instant::now()));
+                    let _ = tokio::time::timeout(linger, futures_select_all(next)).await;
+                    let more = self.read(max - records.len()).await?;
+                    records.extend(more);
+                }
                 return Ok(records);
             }
             let now = Instant::now();
@@ -882,6 +908,15 @@ impl GroupWriter {
         q.execute(&mut **tx).await.map_err(StoreError::from)?;
         Ok(())
     }
+}
+
+/// Wake-ups for the next publish to any of `wakers`' topics, registered now.
+fn enabled(wakers: &[Arc<Notify>]) -> Vec<std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>>> {
+    let mut notified: Vec<_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+    for n in &mut notified {
+        n.as_mut().enable();
+    }
+    notified
 }
 
 /// Completes when any of the futures does.
