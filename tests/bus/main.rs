@@ -235,8 +235,9 @@ async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
 }
 
 /// On the embedded log a poll that finds fewer than an eighth of its batch lingers for
-/// the next publish (`bus::embedded::LINGER`, made long here so that timing cannot decide the
-/// test): a trickle reaches a stage in larger batches, each one turn on the writer.
+/// the next publish (`bus::embedded::LINGER`, made long here so that timing cannot
+/// decide the test): a trickle reaches a stage in larger batches, each one turn on the
+/// writer.
 async fn a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it_too(b: Backend) {
     let f = fixture(b).await;
     let t = topic("t", false);
