@@ -54,7 +54,7 @@ buses!(
         trim_keeps_records_younger_than_retention_and_removes_a_long_run_in_chunks,
         concurrent_publishers_get_distinct_gapless_offsets,
         outputs_and_the_commit_of_their_inputs_land_together,
-        a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it_too,
+        a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_an_eighth,
     ],
 );
 
@@ -234,11 +234,13 @@ async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
     assert!(waited < Duration::from_secs(5), "waited {waited:?}");
 }
 
-/// On the embedded log a poll that finds fewer than an eighth of its batch lingers for
-/// the next publish (`bus::embedded::LINGER`, made long here so that timing cannot
-/// decide the test): a trickle reaches a stage in larger batches, each one turn on the
-/// writer.
-async fn a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it_too(b: Backend) {
+/// On the embedded log a poll that finds fewer than an eighth of its batch goes on
+/// taking what each publish adds until it holds an eighth or the linger ends
+/// (`bus::embedded::LINGER`, made long here so that timing cannot decide the test): a
+/// trickle reaches a stage in larger batches, each one turn on the writer.
+async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_an_eighth(
+    b: Backend,
+) {
     let f = fixture(b).await;
     let t = topic("t", false);
     let linger = Duration::from_secs(3);
@@ -247,17 +249,25 @@ async fn a_poll_that_finds_a_few_records_waits_for_the_next_publish_and_takes_it
     bus.publish(&t, &[msg("a", "1")]).await.unwrap();
     let publisher = bus.clone();
     let t2 = t.clone();
+    // 1 + 5 + 6 records: an eighth of a batch of 100 after the third publish.
     let later = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        publisher.publish(&t2, &[msg("b", "2")]).await.unwrap();
+        for (prefix, n) in [("b", 5), ("c", 6)] {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let records: Vec<Message> = (0..n).map(|i| msg(&format!("{prefix}{i}"), "v")).collect();
+            publisher.publish(&t2, &records).await.unwrap();
+        }
     });
     let started = Instant::now();
     let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
     let waited = started.elapsed();
     later.await.unwrap();
     let keys: HashSet<&str> = got.iter().map(|r| r.key.as_str()).collect();
-    assert_eq!(keys, HashSet::from(["a", "b"]), "one batch holds both");
-    // Handed out when the second publish woke it, not at the end of the linger.
+    assert_eq!(
+        keys.len(),
+        12,
+        "one batch holds all three publishes: {keys:?}"
+    );
+    // Handed out when the third publish made an eighth, not at the end of the linger.
     assert!(waited < Duration::from_secs(2), "waited {waited:?}");
 
     // With nothing more published, what it found comes out when the linger ends.

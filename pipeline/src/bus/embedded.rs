@@ -10,9 +10,9 @@
 //! - Consumers in this process are woken the moment a publish commits; consumers in
 //!   another process notice within [`CROSS_PROCESS_POLL`]. The embedded log serves one
 //!   machine; Kafka is the answer for scale.
-//! - A poll that finds only a few records waits up to [`LINGER`] for the next publish
-//!   and takes its records too, so that a steady trickle reaches a stage in fewer,
-//!   larger batches: each batch is a turn on the store's one writer.
+//! - A poll that finds only a few records goes on taking what each publish adds for up
+//!   to [`LINGER`], so that a steady trickle reaches a stage in fewer, larger batches:
+//!   each batch is a turn on the store's one writer.
 //! - Compacted topics keep only the latest record per key once [`EmbeddedLog::compact`]
 //!   runs; consumed records of other topics are trimmed by [`EmbeddedLog::trim`].
 
@@ -32,9 +32,9 @@ use crate::store::{values_list, Backend, Store, StoreError};
 pub const LEASE: Duration = Duration::from_secs(5);
 /// How often a waiting consumer looks for records published by another process.
 pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
-/// How long a poll that found fewer than an eighth of its batch waits for one more
-/// publish before it hands them out. On SQLite every batch a stage handles is a
-/// transaction on the one writer, and each page it dirties is written whole into the
+/// How long a poll that found fewer than an eighth of its batch goes on taking what
+/// each publish adds, until it holds an eighth, before it hands them out. On SQLite
+/// every batch a stage handles is a transaction on the one writer, and each page it dirties is written whole into the
 /// write-ahead log: at a steady rate, batches of a few dozen claims made the writer
 /// the bottleneck of intake and of every stage (measurements: docs/decisions.md, "The
 /// embedded log").
@@ -634,15 +634,14 @@ impl EmbeddedConsumer {
             let notified = enabled(&wakers);
             let mut records = self.read(max).await?;
             if !records.is_empty() {
-                if records.len() < max / 8 {
+                let until = (Instant::now() + self.log.linger).min(deadline);
+                while records.len() < max / 8 && Instant::now() < until {
                     // A publish during the read already woke `notified`; the next
-                    // one wakes these. One missed in between costs the whole linger.
+                    // one wakes these. One missed in between costs the rest of the
+                    // linger, not the records: they are read when it ends.
                     let next = enabled(&wakers);
-                    let linger = self
-                        .log
-                        .linger
-                        .min(deadline.saturating_duration_since(Instant::now()));
-                    let _ = tokio::time::timeout(linger, futures_select_all(next)).await;
+                    let left = until.saturating_duration_since(Instant::now());
+                    let _ = tokio::time::timeout(left, futures_select_all(next)).await;
                     let more = self.read(max - records.len()).await?;
                     records.extend(more);
                 }
