@@ -34,10 +34,10 @@ pub const LEASE: Duration = Duration::from_secs(5);
 pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
 /// How long a poll that found fewer than an eighth of its batch goes on taking what
 /// each publish adds, until it holds an eighth, before it hands them out. On SQLite
-/// every batch a stage handles is a transaction on the one writer, and each page it dirties is written whole into the
-/// write-ahead log: at a steady rate, batches of a few dozen claims made the writer
-/// the bottleneck of intake and of every stage (measurements: docs/decisions.md, "The
-/// embedded log").
+/// every batch a stage handles is a transaction on the one writer, and each page it
+/// dirties is written whole into the write-ahead log: at a steady rate, batches of a
+/// few dozen claims made the writer the bottleneck of intake and of every stage
+/// (measurements: docs/decisions.md, "The embedded log").
 pub const LINGER: Duration = Duration::from_millis(10);
 /// Rows per INSERT statement (SQLite allows 32,766 bound values; 6 per row).
 const ROWS_PER_INSERT: usize = 2000;
