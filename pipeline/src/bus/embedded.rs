@@ -631,17 +631,15 @@ impl EmbeddedConsumer {
         loop {
             // Register for wake-ups before reading, so a publish between the read and
             // the wait is not missed.
-            let notified = enabled(&wakers);
+            let mut notified = enabled(&wakers);
             let mut records = self.read(max).await?;
             if !records.is_empty() {
                 let until = (Instant::now() + self.log.linger).min(deadline);
                 while records.len() < max / 8 && Instant::now() < until {
-                    // A publish during the read already woke `notified`; the next
-                    // one wakes these. One missed in between costs the rest of the
-                    // linger, not the records: they are read when it ends.
-                    let next = enabled(&wakers);
+                    // The same rule as below: wake-ups registered before each read.
                     let left = until.saturating_duration_since(Instant::now());
-                    let _ = tokio::time::timeout(left, futures_select_all(next)).await;
+                    let _ = tokio::time::timeout(left, futures_select_all(notified)).await;
+                    notified = enabled(&wakers);
                     let more = self.read(max - records.len()).await?;
                     records.extend(more);
                 }
