@@ -636,7 +636,7 @@ impl EmbeddedConsumer {
             if !records.is_empty() {
                 let until = (Instant::now() + self.log.linger).min(deadline);
                 while records.len() < max / 8 && Instant::now() < until {
-                    // The same rule as below: wake-ups registered before each read.
+                    // As for the first read: wake-ups registered before each read.
                     let left = until.saturating_duration_since(Instant::now());
                     let _ = tokio::time::timeout(left, futures_select_all(notified)).await;
                     notified = enabled(&wakers);
