@@ -476,8 +476,9 @@ pub async fn assert_each_claim_decided_once(
         }
         assert!(
             Instant::now() < deadline,
-            "claims still undecided; see {}",
-            log.display()
+            "claims still undecided; see {}; its errors and last lines:\n{}",
+            log.display(),
+            log_errors(log)
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
