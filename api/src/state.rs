@@ -5,6 +5,7 @@ use std::sync::Arc;
 use pipeline::bus::Bus;
 use pipeline::clock::Clock;
 use pipeline::config_cache::ConfigCache;
+use pipeline::idempotency::KeyCommitter;
 use pipeline::intake::Committer;
 use pipeline::store::Store;
 use pipeline::topics::Topics;
@@ -39,6 +40,8 @@ pub struct Inner {
     pub objects: ObjectStore,
     /// Intake's group commit (docs/decisions.md, "Intake's group commit").
     pub intake: Committer,
+    /// Idempotency keys' group commit (docs/decisions.md, "Idempotency keys' group commit").
+    pub idempotency: KeyCommitter,
 }
 
 impl AppState {
@@ -47,6 +50,7 @@ impl AppState {
         let config_cache = ConfigCache::new(store.clone(), config.config_cache_ttl);
         let limits = RateLimits::new(config.rate_limit);
         let intake = Committer::new(store.clone(), bus.clone(), topics.intake.clone());
+        let idempotency = KeyCommitter::new(store.clone());
         Self(Arc::new(Inner {
             store,
             keys,
@@ -59,6 +63,7 @@ impl AppState {
             clock: Clock::default(),
             objects: ObjectStore::local(&config.upload_dir),
             intake,
+            idempotency,
             config,
         }))
     }

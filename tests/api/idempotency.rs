@@ -19,6 +19,7 @@ crate::both_backends!(
     keys_are_scoped_by_user_and_path,
     a_key_expires_after_24_hours,
     a_request_whose_client_gave_up_finishes_and_is_replayed,
+    simultaneous_keyed_requests_each_take_their_own_key_once,
 );
 
 async fn post(app: &TestApp, s: &Session, path: &str, key: &str, body: &Value) -> Reply {
@@ -296,4 +297,47 @@ async fn a_request_whose_client_gave_up_finishes_and_is_replayed(b: Backend) {
         .await
         .unwrap();
     assert_eq!(stored.len(), n);
+}
+
+/// Keyed requests sent all at once share the store's transactions on SQLite (see
+/// `pipeline::idempotency`): each distinct key still runs its request once, and the
+/// repeats of one key sent beside its first attempt never run it a second time.
+async fn simultaneous_keyed_requests_each_take_their_own_key_once(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let distinct = futures::future::join_all((0..40).map(|i| {
+        let (app, s) = (&app, &s);
+        async move {
+            let body = claim(&format!("CLM-D{i}"));
+            post(app, s, "/claims/intake", &format!("d-{i}"), &body).await
+        }
+    }))
+    .await;
+    for r in &distinct {
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        assert!(!replayed(r), "each key is new");
+    }
+    let same = futures::future::join_all((0..20).map(|_| {
+        let (app, s) = (&app, &s);
+        async move { post(app, s, "/claims/intake", "same", &claim("CLM-S")).await }
+    }))
+    .await;
+    let ran = same
+        .iter()
+        .filter(|r| r.status == StatusCode::ACCEPTED && !replayed(r))
+        .count();
+    assert_eq!(ran, 1, "the first attempt alone runs");
+    for r in &same {
+        let waited = r.status == StatusCode::CONFLICT && r.header("retry-after") == Some("1");
+        assert!(
+            r.status == StatusCode::ACCEPTED || waited,
+            "a repeat runs not, but waits or is replayed: {} {}",
+            r.status,
+            r.body
+        );
+    }
+    assert_eq!(claim_count(&app, &s).await, 41, "one claim per key");
+    let again = post(&app, &s, "/claims/intake", "d-7", &claim("CLM-D7")).await;
+    assert!(replayed(&again), "a grouped key's response was stored");
+    assert_eq!(again.body["claim_id"], "CLM-D7");
 }

@@ -25,7 +25,8 @@ use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use pipeline::store::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
+use pipeline::idempotency::KeyScope;
+use pipeline::store::{Begin, KeyTimes, StoredResponse};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
@@ -83,25 +84,19 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
         return ApiError::PayloadTooLarge { limit }.into_response();
     };
     let fingerprint = hex::encode(Sha256::digest(&bytes));
-    let path = parts.uri.path().to_owned();
-    let method = parts.method.clone();
-    let scope = IdempotencyScope {
-        tenant_id: &principal.tenant_id,
-        user_id: &principal.user_id,
-        method: method.as_str(),
-        path: &path,
-        key: &key,
+    let owned = KeyScope {
+        tenant_id: principal.tenant_id.to_string(),
+        user_id: principal.user_id,
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        key,
     };
     let times = KeyTimes {
         now: state.clock.now_ms(),
         lease_ms: millis(LEASE),
         ttl_ms: millis(KEY_TTL),
     };
-    match state
-        .store
-        .begin_idempotent(scope, &fingerprint, times)
-        .await
-    {
+    match state.idempotency.begin(&owned, &fingerprint, times).await {
         Ok(Begin::Started) => {}
         Ok(Begin::Replay(stored)) => return replay(stored),
         Ok(Begin::Mismatch) => {
@@ -126,13 +121,6 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
     // The keyed request runs to its end in a task of its own, even if the client goes
     // away meanwhile: a client that timed out and retries then gets the real response
     // replayed, instead of waiting out the lease and running the request again.
-    let owned = OwnedScope {
-        tenant_id: principal.tenant_id.to_string(),
-        user_id: principal.user_id,
-        method: method.as_str().to_owned(),
-        path,
-        key,
-    };
     let req = Request::from_parts(parts, Body::from(bytes));
     let task =
         tokio::spawn(run_keyed(state, owned, next, req).instrument(tracing::Span::current()));
@@ -140,30 +128,9 @@ pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next
         .unwrap_or_else(|e| ApiError::from(e).into_response())
 }
 
-/// A key's scope, owned by the task that runs the request.
-struct OwnedScope {
-    tenant_id: String,
-    user_id: String,
-    method: String,
-    path: String,
-    key: String,
-}
-
-impl OwnedScope {
-    fn scope(&self) -> IdempotencyScope<'_> {
-        IdempotencyScope {
-            tenant_id: &self.tenant_id,
-            user_id: &self.user_id,
-            method: &self.method,
-            path: &self.path,
-            key: &self.key,
-        }
-    }
-}
-
 /// Runs a request that holds its key, renewing the hold, then stores the response (or
 /// releases the key after a server error).
-async fn run_keyed(state: AppState, owned: OwnedScope, next: Next, req: Request) -> Response {
+async fn run_keyed(state: AppState, owned: KeyScope, next: Next, req: Request) -> Response {
     let scope = owned.scope();
     let run = next.run(req);
     tokio::pin!(run);
@@ -212,7 +179,7 @@ async fn run_keyed(state: AppState, owned: OwnedScope, next: Next, req: Request)
         body: String::from_utf8_lossy(&body).into_owned(),
         error,
     };
-    if let Err(e) = state.store.finish_idempotent(scope, &stored).await {
+    if let Err(e) = state.idempotency.finish(&owned, stored).await {
         // The effect happened; only the replay is lost. The key lapses with its lease and
         // a repeat then runs again, which the handlers' own duplicate checks absorb.
         tracing::warn!(error = %e, "Cannot store an idempotent response.");

@@ -6,6 +6,8 @@
 //! lapses) does not hold the key forever: the next attempt takes it over. Times are
 //! passed in, so that expiry is testable with a controllable clock.
 
+use sqlx::AnyConnection;
+
 use super::{Store, StoreError};
 
 /// Which key: the contract scopes a key to the tenant, the user, the method and the path.
@@ -75,92 +77,8 @@ impl Store {
         fingerprint: &str,
         times: KeyTimes,
     ) -> Result<Begin, StoreError> {
-        let KeyTimes {
-            now,
-            lease_ms,
-            ttl_ms,
-        } = times;
-        // A few rounds at most: each lost race means another request changed the row.
-        for _ in 0..4 {
-            let inserted = sqlx::query(
-                "INSERT INTO idempotency_keys (tenant_id, user_id, method, path, idem_key, \
-                 fingerprint, state, locked_until, created_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9) ON CONFLICT DO NOTHING",
-            )
-            .bind(scope.tenant_id)
-            .bind(scope.user_id)
-            .bind(scope.method)
-            .bind(scope.path)
-            .bind(scope.key)
-            .bind(fingerprint)
-            .bind(now + lease_ms)
-            .bind(now)
-            .bind(now + ttl_ms)
-            .execute(self.writer())
-            .await?
-            .rows_affected();
-            if inserted == 1 {
-                return Ok(Begin::Started);
-            }
-            let row: Option<KeyRow> = sqlx::query_as(&format!(
-                "SELECT fingerprint, state, locked_until, status, headers, body, error, expires_at \
-                 FROM idempotency_keys WHERE {WHERE_KEY}"
-            ))
-            .bind(scope.tenant_id)
-            .bind(scope.user_id)
-            .bind(scope.method)
-            .bind(scope.path)
-            .bind(scope.key)
-            .fetch_optional(self.writer())
-            .await?;
-            let Some(row) = row else { continue };
-            if row.expires_at <= now {
-                // Expired and not yet purged: as if it were not there.
-                self.delete_key(scope, Some(row.expires_at)).await?;
-                continue;
-            }
-            if row.fingerprint != fingerprint {
-                return Ok(Begin::Mismatch);
-            }
-            if row.state == "done" {
-                return Ok(Begin::Replay(StoredResponse {
-                    status: row
-                        .status
-                        .and_then(|s| u16::try_from(s).ok())
-                        .unwrap_or(500),
-                    headers: row.headers.unwrap_or_else(|| "[]".into()),
-                    body: row.body.unwrap_or_default(),
-                    error: row.error,
-                }));
-            }
-            if row.locked_until > now {
-                return Ok(Begin::InProgress {
-                    locked_until: row.locked_until,
-                });
-            }
-            // The first attempt's lease lapsed (it crashed): take the key over, unless
-            // another repeat just did.
-            let taken = sqlx::query(&format!(
-                "UPDATE idempotency_keys SET locked_until = $6 \
-                 WHERE {WHERE_KEY} AND state = 'running' AND locked_until = $7"
-            ))
-            .bind(scope.tenant_id)
-            .bind(scope.user_id)
-            .bind(scope.method)
-            .bind(scope.path)
-            .bind(scope.key)
-            .bind(now + lease_ms)
-            .bind(row.locked_until)
-            .execute(self.writer())
-            .await?
-            .rows_affected();
-            if taken == 1 {
-                return Ok(Begin::Started);
-            }
-        }
-        Err(StoreError::Conflict(
-            "the idempotency key kept changing; retry".into(),
-        ))
+        let mut conn = self.writer().acquire().await?;
+        begin_in(&mut conn, scope, fingerprint, times).await
     }
 
     /// Extends a running request's hold on its key.
@@ -189,28 +107,15 @@ impl Store {
         scope: IdempotencyScope<'_>,
         response: &StoredResponse,
     ) -> Result<(), StoreError> {
-        sqlx::query(&format!(
-            "UPDATE idempotency_keys SET state = 'done', status = $6, headers = $7, body = $8, error = $9 \
-             WHERE {WHERE_KEY}"
-        ))
-        .bind(scope.tenant_id)
-        .bind(scope.user_id)
-        .bind(scope.method)
-        .bind(scope.path)
-        .bind(scope.key)
-        .bind(i64::from(response.status))
-        .bind(&response.headers)
-        .bind(&response.body)
-        .bind(response.error.as_deref())
-        .execute(self.writer())
-        .await?;
-        Ok(())
+        let mut conn = self.writer().acquire().await?;
+        finish_in(&mut conn, scope, response).await
     }
 
     /// Lets the key go without a stored response (the request failed on our side), so
     /// that a retry runs afresh.
     pub async fn release_idempotent(&self, scope: IdempotencyScope<'_>) -> Result<(), StoreError> {
-        self.delete_key(scope, None).await
+        let mut conn = self.writer().acquire().await?;
+        delete_key(&mut conn, scope, None).await
     }
 
     /// Deletes the keys expired by `now`; answers how many.
@@ -223,29 +128,149 @@ impl Store {
                 .rows_affected(),
         )
     }
+}
 
-    /// Deletes a key; with `expires_at`, only if it is still that (expired) row.
-    async fn delete_key(
-        &self,
-        scope: IdempotencyScope<'_>,
-        expires_at: Option<i64>,
-    ) -> Result<(), StoreError> {
-        let q = match expires_at {
-            Some(_) => {
-                format!("DELETE FROM idempotency_keys WHERE {WHERE_KEY} AND expires_at = $6")
-            }
-            None => format!("DELETE FROM idempotency_keys WHERE {WHERE_KEY}"),
-        };
-        let mut q = sqlx::query(&q)
-            .bind(scope.tenant_id)
-            .bind(scope.user_id)
-            .bind(scope.method)
-            .bind(scope.path)
-            .bind(scope.key);
-        if let Some(at) = expires_at {
-            q = q.bind(at);
+/// [`Store::begin_idempotent`] on a connection of the writer's, or in a transaction of it
+/// (see [`crate::idempotency`]).
+pub(crate) async fn begin_in(
+    conn: &mut AnyConnection,
+    scope: IdempotencyScope<'_>,
+    fingerprint: &str,
+    times: KeyTimes,
+) -> Result<Begin, StoreError> {
+    let KeyTimes {
+        now,
+        lease_ms,
+        ttl_ms,
+    } = times;
+    // A few rounds at most: each lost race means another request changed the row.
+    for _ in 0..4 {
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (tenant_id, user_id, method, path, idem_key, \
+             fingerprint, state, locked_until, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9) ON CONFLICT DO NOTHING",
+        )
+        .bind(scope.tenant_id)
+        .bind(scope.user_id)
+        .bind(scope.method)
+        .bind(scope.path)
+        .bind(scope.key)
+        .bind(fingerprint)
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(now + ttl_ms)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        if inserted == 1 {
+            return Ok(Begin::Started);
         }
-        q.execute(self.writer()).await?;
-        Ok(())
+        let row: Option<KeyRow> = sqlx::query_as(&format!(
+            "SELECT fingerprint, state, locked_until, status, headers, body, error, expires_at \
+             FROM idempotency_keys WHERE {WHERE_KEY}"
+        ))
+        .bind(scope.tenant_id)
+        .bind(scope.user_id)
+        .bind(scope.method)
+        .bind(scope.path)
+        .bind(scope.key)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(row) = row else { continue };
+        if row.expires_at <= now {
+            // Expired and not yet purged: as if it were not there.
+            delete_key(&mut *conn, scope, Some(row.expires_at)).await?;
+            continue;
+        }
+        if row.fingerprint != fingerprint {
+            return Ok(Begin::Mismatch);
+        }
+        if row.state == "done" {
+            return Ok(Begin::Replay(StoredResponse {
+                status: row
+                    .status
+                    .and_then(|s| u16::try_from(s).ok())
+                    .unwrap_or(500),
+                headers: row.headers.unwrap_or_else(|| "[]".into()),
+                body: row.body.unwrap_or_default(),
+                error: row.error,
+            }));
+        }
+        if row.locked_until > now {
+            return Ok(Begin::InProgress {
+                locked_until: row.locked_until,
+            });
+        }
+        // The first attempt's lease lapsed (it crashed): take the key over, unless
+        // another repeat just did.
+        let taken = sqlx::query(&format!(
+            "UPDATE idempotency_keys SET locked_until = $6 \
+             WHERE {WHERE_KEY} AND state = 'running' AND locked_until = $7"
+        ))
+        .bind(scope.tenant_id)
+        .bind(scope.user_id)
+        .bind(scope.method)
+        .bind(scope.path)
+        .bind(scope.key)
+        .bind(now + lease_ms)
+        .bind(row.locked_until)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        if taken == 1 {
+            return Ok(Begin::Started);
+        }
     }
+    Err(StoreError::Conflict(
+        "the idempotency key kept changing; retry".into(),
+    ))
+}
+
+/// [`Store::finish_idempotent`] on a connection of the writer's, or in a transaction of it.
+pub(crate) async fn finish_in(
+    conn: &mut AnyConnection,
+    scope: IdempotencyScope<'_>,
+    response: &StoredResponse,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "UPDATE idempotency_keys SET state = 'done', status = $6, headers = $7, body = $8, error = $9 \
+         WHERE {WHERE_KEY}"
+    ))
+    .bind(scope.tenant_id)
+    .bind(scope.user_id)
+    .bind(scope.method)
+    .bind(scope.path)
+    .bind(scope.key)
+    .bind(i64::from(response.status))
+    .bind(&response.headers)
+    .bind(&response.body)
+    .bind(response.error.as_deref())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes a key; with `expires_at`, only if it is still that (expired) row.
+async fn delete_key(
+    conn: &mut AnyConnection,
+    scope: IdempotencyScope<'_>,
+    expires_at: Option<i64>,
+) -> Result<(), StoreError> {
+    let q = match expires_at {
+        Some(_) => {
+            format!("DELETE FROM idempotency_keys WHERE {WHERE_KEY} AND expires_at = $6")
+        }
+        None => format!("DELETE FROM idempotency_keys WHERE {WHERE_KEY}"),
+    };
+    let mut q = sqlx::query(&q)
+        .bind(scope.tenant_id)
+        .bind(scope.user_id)
+        .bind(scope.method)
+        .bind(scope.path)
+        .bind(scope.key);
+    if let Some(at) = expires_at {
+        q = q.bind(at);
+    }
+    q.execute(conn).await?;
+    Ok(())
 }

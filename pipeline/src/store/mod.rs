@@ -51,6 +51,7 @@ pub use claims::ClaimFilter;
 pub use decided::{DecidedPage, DecidedWindow};
 pub use decisions::{DecisionCheck, DecisionTexts, PreparedDecisions};
 pub use error::StoreError;
+pub(crate) use idempotency::{begin_in as begin_idempotent_in, finish_in as finish_idempotent_in};
 pub use idempotency::{Begin, IdempotencyScope, KeyTimes, StoredResponse};
 pub use intake::{NewClaim, Unreplaceable};
 pub use jobs::{ClaimStanding, ItemEnd, RunningJob};
