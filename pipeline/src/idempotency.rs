@@ -5,12 +5,12 @@
 //! A keyed request writes twice besides its own effect: it takes its key before it runs
 //! and stores its response after. Each was a transaction of its own, with a sync of its
 //! own, one after another on SQLite's single writer, so a client sending one claim a
-//! request with an `Idempotency-Key` each got a tenth of the rate it got without. Now
-//! every key write waiting when the writer is free shares one transaction. Each request
-//! is still answered only once its write is durable, and the writes of a group are
-//! applied in the order they arrived, so two requests with one key in one group see each
-//! other as two separate transactions would have. On PostgreSQL, which commits several
-//! transactions side by side, each write stays a transaction of its own.
+//! request with an `Idempotency-Key` each got about a seventh of the rate it got
+//! without. Now every key write waiting when the writer is free shares one transaction.
+//! Each request is still answered only once its write is durable, and the writes of a
+//! group are applied in the order they arrived, so two requests with one key in one
+//! group see each other as two separate transactions would have. On PostgreSQL, which
+//! commits several transactions side by side, each write stays a transaction of its own.
 
 use tokio::sync::{mpsc, oneshot};
 
