@@ -30,6 +30,14 @@ pub fn claims(app: &TestApp, args: &[&str]) -> (bool, Value, Value) {
     (ok, parse(&stdout), parse(&stderr))
 }
 
+/// Runs `claims …`, which must succeed (its stderr, a panic's too, is the failure's
+/// message); answers its stdout JSON.
+pub fn claims_ok(app: &TestApp, args: &[&str]) -> Value {
+    let (ok, stdout, stderr) = claims_text(app, args);
+    assert!(ok, "claims {} failed: {stderr}", args.join(" "));
+    serde_json::from_str(&stdout).unwrap_or(Value::Null)
+}
+
 /// [`claims`], with stdout and stderr as text.
 pub fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_claims"));
@@ -51,7 +59,7 @@ pub fn claims_text(app: &TestApp, args: &[&str]) -> (bool, String, String) {
 
 async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Backend) {
     let app = TestApp::spawn(b).await;
-    let (ok, first, _) = claims(
+    let first = claims_ok(
         &app,
         &[
             "admin",
@@ -62,10 +70,9 @@ async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Back
             "Globex Health",
         ],
     );
-    assert!(ok);
     assert_eq!(first["tenant_id"], "globex");
     assert_eq!(first["created"], true);
-    let (ok, again, _) = claims(
+    let again = claims_ok(
         &app,
         &[
             "admin",
@@ -76,7 +83,6 @@ async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Back
             "Globex Health",
         ],
     );
-    assert!(ok);
     assert_eq!(again["created"], false);
 
     let user = [
@@ -91,8 +97,7 @@ async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Back
         "--scopes",
         "claims:read tenant:configure",
     ];
-    let (ok, created, err) = claims(&app, &user);
-    assert!(ok, "{err}");
+    let created = claims_ok(&app, &user);
     assert_eq!(created["created"], true);
     assert_eq!(created["email"], "officer@globex.example");
     assert_eq!(
@@ -111,8 +116,7 @@ async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Back
     // Again, with other scopes: the same user, now with those scopes.
     let mut narrower = user;
     narrower[9] = "claims:read";
-    let (ok, updated, _) = claims(&app, &narrower);
-    assert!(ok);
+    let updated = claims_ok(&app, &narrower);
     assert_eq!(updated["created"], false);
     assert_eq!(updated["user_id"], created["user_id"]);
     let s = app.login("officer@globex.example", "s3cret-password").await;
@@ -121,7 +125,7 @@ async fn create_tenant_and_user_are_idempotent_and_work_while_serve_runs(b: Back
 
 async fn create_user_reports_clear_errors(b: Backend) {
     let app = TestApp::spawn(b).await;
-    claims(
+    claims_ok(
         &app,
         &[
             "admin",
@@ -132,7 +136,7 @@ async fn create_user_reports_clear_errors(b: Backend) {
             "One",
         ],
     );
-    claims(
+    claims_ok(
         &app,
         &[
             "admin",
@@ -163,8 +167,7 @@ async fn create_user_reports_clear_errors(b: Backend) {
     let (ok, _, err) = claims(&app, &base("t1", "a@x.example", "claims:read superuser"));
     assert!(!ok);
     assert_eq!(err["error"]["code"], "VALIDATION_ERROR");
-    let (ok, _, _) = claims(&app, &base("t1", "a@x.example", "claims:read"));
-    assert!(ok);
+    claims_ok(&app, &base("t1", "a@x.example", "claims:read"));
     let (ok, _, err) = claims(&app, &base("t2", "a@x.example", "claims:read"));
     assert!(!ok, "emails are unique across tenants");
     assert_eq!(err["error"]["code"], "CONFLICT");
@@ -185,8 +188,7 @@ async fn create_user_reports_clear_errors(b: Backend) {
 
 async fn migrate_reports_success(b: Backend) {
     let app = TestApp::spawn(b).await;
-    let (ok, out, err) = claims(&app, &["migrate"]);
-    assert!(ok, "{err}");
+    let out = claims_ok(&app, &["migrate"]);
     assert_eq!(out["migrated"], true);
 }
 
@@ -206,8 +208,7 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
         crate::pipeline::decided(&app, &s, id).await;
     }
     // Validate commits its offsets with its outputs, so a decided claim was consumed.
-    let (ok, listed, err) = claims(&app, &["topics"]);
-    assert!(ok, "{err}");
+    let listed = claims_ok(&app, &["topics"]);
     let kafka = b == Backend::Kafka;
     assert_eq!(listed["bus"], if kafka { "kafka" } else { "embedded" });
     // On Kafka, topics and groups carry the deployment's prefix.

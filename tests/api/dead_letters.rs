@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::admin_cli::claims;
+use crate::admin_cli::claims_ok;
 use crate::claims::{claim, ready_tenant, submit};
 use crate::pipeline::decided;
 use crate::support::{Backend, TestApp};
@@ -37,8 +37,7 @@ async fn set_rules(app: &TestApp, tenant: &str, rules: &str) {
 fn parked(app: &TestApp, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (ok, out, err) = claims(app, &["dead-letters", "list"]);
-        assert!(ok, "{err}");
+        let out = claims_ok(app, &["dead-letters", "list"]);
         let list = out["dead_letters"].as_array().unwrap().clone();
         if list.len() >= n || Instant::now() > deadline {
             return list;
@@ -87,8 +86,7 @@ async fn claims_under_a_corrupt_rulebook_are_parked_and_redriven_once_it_is_fixe
             assert!(error.contains("does not compile"), "{error}");
         }
     }
-    let (ok, shown, err) = claims(&app, &["dead-letters", "show", &list[0]["id"].to_string()]);
-    assert!(ok, "{err}");
+    let shown = claims_ok(&app, &["dead-letters", "show", &list[0]["id"].to_string()]);
     // The record as the stage read it: the intake command (fused chain) or the claim in
     // process (separate stages), carrying a parked claim of the member the key names.
     let member = list[0]["key"].as_str().unwrap().split('/').nth(1).unwrap();
@@ -127,8 +125,7 @@ async fn claims_under_a_corrupt_rulebook_are_parked_and_redriven_once_it_is_fixe
     let good = r#"[{"rule_id": "r1", "when": "claim.claim_amount > 5000000", "action": "block", "reason_code": "AMOUNT_LIMIT"}]"#;
     set_rules(&app, "garbled", good).await;
     set_rules(&app, "broken", good).await;
-    let (ok, out, err) = claims(&app, &["dead-letters", "redrive"]);
-    assert!(ok, "{err}");
+    let out = claims_ok(&app, &["dead-letters", "redrive"]);
     assert_eq!(out["redriven"], 6, "{out}");
     for i in 0..3 {
         for (s, prefix) in [(&garbled, "G"), (&broken, "B")] {
@@ -137,13 +134,11 @@ async fn claims_under_a_corrupt_rulebook_are_parked_and_redriven_once_it_is_fixe
             assert_eq!(c["outcome"], "ADJUDICATED", "{c}");
         }
     }
-    let (ok, out, _) = claims(&app, &["dead-letters", "list"]);
-    assert!(ok);
+    let out = claims_ok(&app, &["dead-letters", "list"]);
     assert_eq!(out["dead_letters"], serde_json::json!([]));
-    let (_, all, _) = claims(&app, &["dead-letters", "list", "--all"]);
+    let all = claims_ok(&app, &["dead-letters", "list", "--all"]);
     assert_eq!(all["dead_letters"].as_array().unwrap().len(), 6);
     // A second redrive has nothing left to put back.
-    let (ok, again, _) = claims(&app, &["dead-letters", "redrive"]);
-    assert!(ok);
+    let again = claims_ok(&app, &["dead-letters", "redrive"]);
     assert_eq!(again["redriven"], 0);
 }
