@@ -141,8 +141,9 @@ pub enum AdminCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct RetireKeyArgs {
-    /// The key's `kid`, as the JWKS and `list-keys` show it.
-    #[arg(long)]
+    /// The key's `kid`, as the JWKS and `list-keys` show it. A thumbprint in base64url
+    /// begins with `-` once in 64 keys, so a value may begin with one.
+    #[arg(long, allow_hyphen_values = true)]
     pub kid: String,
 }
 
@@ -167,9 +168,53 @@ pub struct CreateUserArgs {
     #[arg(long)]
     pub email: String,
     /// The password; or set CLAIMS_ADMIN_PASSWORD to keep it out of the process list.
-    #[arg(long, env = "CLAIMS_ADMIN_PASSWORD", hide_env_values = true)]
+    /// It may begin with `-`.
+    #[arg(
+        long,
+        env = "CLAIMS_ADMIN_PASSWORD",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub password: String,
     /// Space-separated scopes, e.g. "claims:write claims:read".
     #[arg(long)]
     pub scopes: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{AdminCommand, Cli, Command};
+
+    fn admin(args: &[&str]) -> AdminCommand {
+        let argv = ["claims", "admin"].iter().chain(args);
+        match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Admin { command }) => command,
+            other => panic!("not an admin command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_kid_or_a_password_may_begin_with_a_hyphen() {
+        match admin(&["retire-key", "--kid", "-2Xq9"]) {
+            AdminCommand::RetireKey(a) => assert_eq!(a.kid, "-2Xq9"),
+            other => panic!("{other:?}"),
+        }
+        let user = [
+            "create-user",
+            "--tenant-id",
+            "t1",
+            "--email",
+            "a@x.example",
+            "--password",
+            "-s3cret",
+            "--scopes",
+            "claims:read",
+        ];
+        match admin(&user) {
+            AdminCommand::CreateUser(a) => assert_eq!(a.password, "-s3cret"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
