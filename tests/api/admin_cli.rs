@@ -249,8 +249,8 @@ async fn topics_shows_each_groups_lag_and_tails_a_topic(b: Backend) {
     assert_eq!(lines[0]["topic"], format!("{prefix}claims.events"));
     assert_eq!(lines[0]["value"]["event"], "claim.completed");
     assert!(lines[0]["key"].as_str().unwrap().starts_with("acme/CLM-T"));
-    let (ok, out, _) = claims_text(&app, &["topics", "tail", "claims.intake", "--limit", "5"]);
-    assert!(ok);
+    let (ok, out, err) = claims_text(&app, &["topics", "tail", "claims.intake", "--limit", "5"]);
+    assert!(ok, "{err}");
     let ids: Vec<String> = out
         .lines()
         .map(|l| {
