@@ -7,27 +7,135 @@
 //! (and so a thread) of its own, without waiting for the writer or the readers (a
 //! passive checkpoint). The writer keeps a backstop at a much larger log for processes
 //! that do not run it (the other admin commands).
+//!
+//! A passive checkpoint never starts the log over: SQLite does that only when a writer
+//! begins while every frame of the log has been copied and no reader still reads one,
+//! and with commits and reads overlapping without pause that moment never came. At a
+//! million claims the log grew by gigabytes a minute, past the writer's backstop, after
+//! which every commit checkpointed too, and every page lookup consulted a larger log
+//! index. So once a passive checkpoint reports a log past [`RESTART_PAST_BYTES`] with
+//! little left to copy, the next one runs on the writer's own connection, in its turn,
+//! and waits for the readers (`RESTART`): the writer waits only for the little left,
+//! and its next commit starts the log over. Should the checkpoints fall behind the
+//! writes for good, the same happens past [`RESTART_ANYWAY_BYTES`] with whatever is
+//! left, and the writer is held to the pace of the checkpoints.
 
 use std::time::Duration;
 
+use sqlx::Row;
 use tokio::sync::watch;
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, BUSY_TIMEOUT, PAGE_SIZE};
 
 /// How often [`checkpoints`] copies the log into the database file: often enough that
 /// the log stays far below the writer's backstop under a steady load of writes.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
+/// Size of the write-ahead log past which it is started over, once the passive
+/// checkpoints have copied all of it but [`RESTART_LEFT_BYTES`], so that the writer
+/// waits only for that little.
+pub const RESTART_PAST_BYTES: u32 = 64 * 1024 * 1024;
+
+/// What a passive checkpoint may have left uncopied for the restart to follow it.
+const RESTART_LEFT_BYTES: u32 = 4 * 1024 * 1024;
+
+/// Size past which the log is started over however much of it is left to copy: the
+/// checkpoints have fallen behind the writes, and the writer waits while the rest is
+/// copied, which paces it to what the disk can take instead of letting the log grow
+/// without end. Below the writer's own backstop, so that while [`checkpoints`] runs
+/// the writer never checkpoints inside a commit.
+pub const RESTART_ANYWAY_BYTES: u32 = 512 * 1024 * 1024;
+
+/// How long a restarting checkpoint waits for the readers still reading the log before
+/// it gives up until the next round. It holds the writer meanwhile, and a stage's read
+/// may hold its place in the log for longer than that; a restart that can wait
+/// ([`RESTART_PAST_BYTES`]) tries again soon rather than hold the writer.
+const RESTART_WAIT: Duration = Duration::from_millis(50);
+/// As [`RESTART_WAIT`], past [`RESTART_ANYWAY_BYTES`].
+const RESTART_ANYWAY_WAIT: Duration = Duration::from_millis(500);
+
+/// What one round of [`Store::checkpoint`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// Frames (pages) in the log, and of them copied into the database file, after
+    /// the passive checkpoint.
+    pub log_frames: i64,
+    pub copied_frames: i64,
+    /// When a restarting checkpoint followed, how it went.
+    pub restarted: Option<Restart>,
+}
+
+/// A restarting checkpoint of [`Store::checkpoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restart {
+    /// Whether it copied everything and saw the readers out of the log (rather than
+    /// giving up on one).
+    pub done: bool,
+    /// How long it waited for its turn on the writer, and then held it.
+    pub queued: Duration,
+    pub held: Duration,
+}
+
 impl Store {
-    /// SQLite: one passive checkpoint on the checkpointing connection. A no-op on
-    /// PostgreSQL.
-    pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        if let Some(c) = &self.checkpointer {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(c)
-                .await?;
+    /// SQLite: one passive checkpoint on the checkpointing connection, followed by one
+    /// that starts the log over when it has grown past [`RESTART_PAST_BYTES`] and little
+    /// is left to copy, or past [`RESTART_ANYWAY_BYTES`]. `None` on PostgreSQL, which
+    /// has nothing of the kind to do.
+    pub async fn checkpoint(&self) -> Result<Option<Checkpointed>, StoreError> {
+        let Some(c) = &self.checkpointer else {
+            return Ok(None);
+        };
+        // The row is (busy, frames in the log, frames copied); -1 when not in WAL mode.
+        let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(c)
+            .await?;
+        let mut round = Checkpointed {
+            log_frames: row.try_get(1)?,
+            copied_frames: row.try_get(2)?,
+            restarted: None,
+        };
+        let frames = |bytes: u32| i64::from(bytes / PAGE_SIZE);
+        let left = round.log_frames - round.copied_frames;
+        let anyway = round.log_frames > frames(RESTART_ANYWAY_BYTES);
+        let restart = anyway
+            || (round.log_frames > frames(RESTART_PAST_BYTES)
+                && left <= frames(RESTART_LEFT_BYTES));
+        if !restart {
+            return Ok(Some(round));
         }
-        Ok(())
+        // On the writer's connection, taken in its turn from the pool: from another
+        // connection, the checkpoint's wait for the write lock lost every race to the
+        // writer, which takes it again the moment a commit ends.
+        let asked = std::time::Instant::now();
+        let mut writer = self.write.acquire().await?;
+        let taken = std::time::Instant::now();
+        let set_wait = |wait: Duration| format!("PRAGMA busy_timeout = {}", wait.as_millis());
+        let wait = if anyway {
+            RESTART_ANYWAY_WAIT
+        } else {
+            RESTART_WAIT
+        };
+        sqlx::query(&set_wait(wait)).execute(&mut *writer).await?;
+        let restarted = sqlx::query("PRAGMA wal_checkpoint(RESTART)")
+            .fetch_one(&mut *writer)
+            .await;
+        if let Err(e) = sqlx::query(&set_wait(BUSY_TIMEOUT))
+            .execute(&mut *writer)
+            .await
+        {
+            // A writer that would give up on the admin CLI's lock after half a second
+            // is not handed back: the pool opens a fresh one.
+            writer.close_on_drop();
+            return Err(e.into());
+        }
+        let busy: i64 = restarted?.try_get(0)?;
+        drop(writer);
+        round.restarted = Some(Restart {
+            done: busy == 0,
+            queued: taken - asked,
+            held: taken.elapsed(),
+        });
+        Ok(Some(round))
     }
 }
 
@@ -42,8 +150,16 @@ pub async fn checkpoints(store: Store, every: Duration, mut shutdown: watch::Rec
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,
         }
-        if let Err(e) = store.checkpoint().await {
-            tracing::warn!(error = %e, "Checkpointing the write-ahead log failed.");
+        match store.checkpoint().await {
+            Ok(Some(Checkpointed {
+                log_frames,
+                copied_frames,
+                restarted: Some(r),
+            })) => {
+                tracing::debug!(log_frames, copied_frames, done = r.done, queued = ?r.queued, held = ?r.held, "Restarting checkpoint.");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "Checkpointing the write-ahead log failed."),
         }
     }
 }
@@ -70,5 +186,75 @@ impl Checkpointing {
     pub async fn stop(self) {
         self.stop.send_replace(true);
         let _ = self.task.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// With reads and commits overlapping without pause (two readers, each holding its
+    /// snapshot for a few milliseconds, staggered), the log is started over instead of
+    /// growing with everything written: six times the bound goes through it, and it
+    /// never holds three times the bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_log_starts_over_while_reads_and_commits_overlap() {
+        let (store, path) = crate::store::temp("restart").await;
+        let writer = store.writer().clone();
+        sqlx::query("CREATE TABLE scratch (id INTEGER PRIMARY KEY, b BLOB NOT NULL)")
+            .execute(&writer)
+            .await
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2u64)
+            .map(|i| {
+                let (store, stop) = (store.clone(), stop.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(3 * i)).await;
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut tx = store.reader().begin().await.unwrap();
+                        sqlx::query("SELECT count(*) FROM scratch")
+                            .fetch_one(&mut *tx)
+                            .await
+                            .unwrap();
+                        tokio::time::sleep(Duration::from_millis(6)).await;
+                        tx.commit().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let checkpointing = Checkpointing::start(&store);
+        let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+        let mut largest = 0;
+        const MIB: u32 = 1024 * 1024;
+        for id in 0..6 * RESTART_PAST_BYTES / MIB {
+            sqlx::query("INSERT INTO scratch (id, b) VALUES (?, zeroblob(?))")
+                .bind(i64::from(id))
+                .bind(i64::from(MIB))
+                .execute(&writer)
+                .await
+                .unwrap();
+            // Kept small, so that what grows is the log, not the database.
+            sqlx::query("DELETE FROM scratch WHERE id < ?")
+                .bind(i64::from(id))
+                .execute(&writer)
+                .await
+                .unwrap();
+            largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.await.unwrap();
+        }
+        checkpointing.stop().await;
+        crate::store::remove_temp(store, &path).await;
+        assert!(
+            largest < 3 * u64::from(RESTART_PAST_BYTES),
+            "the write-ahead log reached {} MiB",
+            largest / u64::from(MIB)
+        );
     }
 }

@@ -45,7 +45,10 @@ use sqlx::{AnyPool, Executor};
 
 pub use accumulators::CountedClaim;
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
-pub use checkpoint::{checkpoints, Checkpointing, CHECKPOINT_EVERY};
+pub use checkpoint::{
+    checkpoints, Checkpointed, Checkpointing, Restart, CHECKPOINT_EVERY, RESTART_ANYWAY_BYTES,
+    RESTART_PAST_BYTES,
+};
 pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
 pub use decided::{DecidedPage, DecidedWindow};
@@ -240,9 +243,16 @@ const READER_CACHE_KIB: u32 = 2 * 1024;
 /// dirtied page is written whole, they made every commit and so every wait for the
 /// writer longer (measurements: docs/decisions.md, "The embedded log").
 const PAGE_SIZE: u32 = 16 * 1024;
-/// Write-ahead log pages after which a commit checkpoints by itself (64 MiB): only a
-/// backstop, since `serve` checkpoints on a connection of its own.
-const WRITER_CHECKPOINT_PAGES: u32 = 64 * 1024 * 1024 / PAGE_SIZE;
+/// Write-ahead log pages after which a commit checkpoints by itself (1 GiB): only a
+/// backstop, since `serve` and `claims replay` checkpoint on a connection of their own
+/// and start the log over well before (`checkpoint::RESTART_ANYWAY_BYTES`).
+const WRITER_CHECKPOINT_PAGES: u32 = 1024 * 1024 * 1024 / PAGE_SIZE;
+/// How long a connection waits for another's lock: long enough for the admin CLI to
+/// write while `serve` runs.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a write-ahead log that has been started over is cut back to, so that one burst
+/// does not keep its size on disk for good.
+const WAL_SIZE_LIMIT_BYTES: u32 = 64 * 1024 * 1024;
 
 /// Whether a writer connection handed back to the pool can begin a transaction. A
 /// COMMIT that fails for want of room (`SQLITE_FULL`) or on an I/O error is rolled back
@@ -278,12 +288,14 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 // journals of multi-row statements (the original of every page they
                 // change, kept to undo the statement alone) in memory instead of in
                 // temporary files written on every batch.
+                let busy_ms = BUSY_TIMEOUT.as_millis();
                 conn.execute(
                     format!(
                         "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; \
+                         PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON; \
                          PRAGMA cache_size = -{cache_kib}; \
                          PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; \
+                         PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}; \
                          PRAGMA temp_store = MEMORY;"
                     )
                     .as_str(),
