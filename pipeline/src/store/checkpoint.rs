@@ -123,7 +123,7 @@ impl Store {
             .execute(&mut *writer)
             .await
         {
-            // A writer that would give up on the admin CLI's lock after half a second
+            // A writer that would give up on the admin CLI's lock within a second
             // is not handed back: the pool opens a fresh one.
             writer.close_on_drop();
             return Err(e.into());
