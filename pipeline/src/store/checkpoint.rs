@@ -34,7 +34,7 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// Size of the write-ahead log past which it is started over, once the passive
 /// checkpoints have copied all of it but [`RESTART_LEFT_BYTES`], so that the writer
 /// waits only for that little.
-pub const RESTART_PAST_BYTES: u32 = 64 * 1024 * 1024;
+const RESTART_PAST_BYTES: u32 = 64 * 1024 * 1024;
 
 /// What a passive checkpoint may have left uncopied for the restart to follow it.
 const RESTART_LEFT_BYTES: u32 = 4 * 1024 * 1024;
@@ -44,7 +44,7 @@ const RESTART_LEFT_BYTES: u32 = 4 * 1024 * 1024;
 /// copied, which paces it to what the disk can take instead of letting the log grow
 /// without end. Below the writer's own backstop, so that while [`checkpoints`] runs
 /// the writer never checkpoints inside a commit.
-pub const RESTART_ANYWAY_BYTES: u32 = 512 * 1024 * 1024;
+const RESTART_ANYWAY_BYTES: u32 = 512 * 1024 * 1024;
 
 /// How long a restarting checkpoint waits for the readers still reading the log before
 /// it gives up until the next round. It holds the writer meanwhile, and a stage's read
@@ -54,54 +54,27 @@ const RESTART_WAIT: Duration = Duration::from_millis(50);
 /// As [`RESTART_WAIT`], past [`RESTART_ANYWAY_BYTES`].
 const RESTART_ANYWAY_WAIT: Duration = Duration::from_millis(500);
 
-/// What one round of [`Store::checkpoint`] found and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Checkpointed {
-    /// Frames (pages) in the log, and of them copied into the database file, after
-    /// the passive checkpoint.
-    pub log_frames: i64,
-    pub copied_frames: i64,
-    /// When a restarting checkpoint followed, how it went.
-    pub restarted: Option<Restart>,
-}
-
-/// A restarting checkpoint of [`Store::checkpoint`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Restart {
-    /// Whether it copied everything and saw the readers out of the log (rather than
-    /// giving up on one).
-    pub done: bool,
-    /// How long it waited for its turn on the writer, and then held it.
-    pub queued: Duration,
-    pub held: Duration,
-}
-
 impl Store {
     /// SQLite: one passive checkpoint on the checkpointing connection, followed by one
     /// that starts the log over when it has grown past [`RESTART_PAST_BYTES`] and little
-    /// is left to copy, or past [`RESTART_ANYWAY_BYTES`]. `None` on PostgreSQL, which
+    /// is left to copy, or past [`RESTART_ANYWAY_BYTES`]. A no-op on PostgreSQL, which
     /// has nothing of the kind to do.
-    pub async fn checkpoint(&self) -> Result<Option<Checkpointed>, StoreError> {
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
         let Some(c) = &self.checkpointer else {
-            return Ok(None);
+            return Ok(());
         };
         // The row is (busy, frames in the log, frames copied); -1 when not in WAL mode.
         let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
             .fetch_one(c)
             .await?;
-        let mut round = Checkpointed {
-            log_frames: row.try_get(1)?,
-            copied_frames: row.try_get(2)?,
-            restarted: None,
-        };
+        let (log_frames, copied_frames): (i64, i64) = (row.try_get(1)?, row.try_get(2)?);
         let frames = |bytes: u32| i64::from(bytes / PAGE_SIZE);
-        let left = round.log_frames - round.copied_frames;
-        let anyway = round.log_frames > frames(RESTART_ANYWAY_BYTES);
+        let anyway = log_frames > frames(RESTART_ANYWAY_BYTES);
         let restart = anyway
-            || (round.log_frames > frames(RESTART_PAST_BYTES)
-                && left <= frames(RESTART_LEFT_BYTES));
+            || (log_frames > frames(RESTART_PAST_BYTES)
+                && log_frames - copied_frames <= frames(RESTART_LEFT_BYTES));
         if !restart {
-            return Ok(Some(round));
+            return Ok(());
         }
         // On the writer's connection, taken in its turn from the pool: from another
         // connection, the checkpoint's wait for the write lock lost every race to the
@@ -130,12 +103,10 @@ impl Store {
         }
         let busy: i64 = restarted?.try_get(0)?;
         drop(writer);
-        round.restarted = Some(Restart {
-            done: busy == 0,
-            queued: taken - asked,
-            held: taken.elapsed(),
-        });
-        Ok(Some(round))
+        // `done` is false when it gave up on a reader; `queued` is the wait for the
+        // writer's turn, `held` how long it kept the writer.
+        tracing::debug!(log_frames, copied_frames, done = busy == 0, queued = ?(taken - asked), held = ?taken.elapsed(), "Restarting checkpoint.");
+        Ok(())
     }
 }
 
@@ -150,16 +121,8 @@ pub async fn checkpoints(store: Store, every: Duration, mut shutdown: watch::Rec
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,
         }
-        match store.checkpoint().await {
-            Ok(Some(Checkpointed {
-                log_frames,
-                copied_frames,
-                restarted: Some(r),
-            })) => {
-                tracing::debug!(log_frames, copied_frames, done = r.done, queued = ?r.queued, held = ?r.held, "Restarting checkpoint.");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "Checkpointing the write-ahead log failed."),
+        if let Err(e) = store.checkpoint().await {
+            tracing::warn!(error = %e, "Checkpointing the write-ahead log failed.");
         }
     }
 }

@@ -45,10 +45,7 @@ use sqlx::{AnyPool, Executor};
 
 pub use accumulators::CountedClaim;
 pub use audit::{AuditEntry, AuditFilter, AuditRecord, ChainBreak, PreparedEntry};
-pub use checkpoint::{
-    checkpoints, Checkpointed, Checkpointing, Restart, CHECKPOINT_EVERY, RESTART_ANYWAY_BYTES,
-    RESTART_PAST_BYTES,
-};
+pub use checkpoint::{checkpoints, Checkpointing, CHECKPOINT_EVERY};
 pub use checksum::TableChecksum;
 pub use claims::ClaimFilter;
 pub use decided::{DecidedPage, DecidedWindow};
