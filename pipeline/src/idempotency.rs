@@ -1,6 +1,6 @@
 //! Group commit for idempotency keys: on SQLite, the keys that concurrent requests take
-//! and the responses they store are written in one transaction per group, as intake
-//! groups its claims ([`crate::intake::Committer`]).
+//! and the responses they store are written in one transaction per group
+//! ([`crate::group_commit`]), as intake groups its claims.
 //!
 //! A keyed request writes twice besides its own effect: it takes its key before it runs
 //! and stores its response after. Each was a transaction of its own, with a sync of its
@@ -12,15 +12,11 @@
 //! group see each other as two separate transactions would have. On PostgreSQL, which
 //! commits several transactions side by side, each write stays a transaction of its own.
 
-use tokio::sync::{mpsc, oneshot};
-
+use crate::group_commit::{Commit, GroupCommit};
 use crate::store::{
     begin_idempotent_in, finish_idempotent_in, Backend, Begin, IdempotencyScope, KeyTimes, Store,
     StoreError, StoredResponse,
 };
-
-/// Key writes of one transaction, at most.
-const MOST_PER_GROUP: usize = 512;
 
 /// A key's scope, owned: what a request's key write carries to the group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +42,7 @@ impl KeyScope {
 
 /// One key write.
 #[derive(Debug)]
-enum Write {
+enum KeyWrite {
     Begin {
         scope: KeyScope,
         fingerprint: String,
@@ -58,30 +54,69 @@ enum Write {
     },
 }
 
-/// What a key write found: [`Begin`]'s answer for a `Begin`, none for a `Finish`.
-type Done = Option<Begin>;
-
+/// What a key write found.
 #[derive(Debug)]
-struct Waiting {
-    write: Write,
-    answer: oneshot::Sender<Result<Done, StoreError>>,
+enum KeyWritten {
+    /// [`Begin`]'s answer, for a [`KeyWrite::Begin`].
+    Began(Begin),
+    Finished,
+}
+
+/// The key writes of a group, in one transaction on the store.
+#[derive(Debug, Clone)]
+struct KeyWrites {
+    store: Store,
+}
+
+impl Commit for KeyWrites {
+    type Item = KeyWrite;
+    type Answer = KeyWritten;
+    const NAME: &'static str = "idempotency key committer";
+    const MOST_PER_GROUP: usize = 512;
+
+    fn weight(_: &KeyWrite) -> usize {
+        1
+    }
+
+    /// Applies the writes in order in one transaction; all or none of them stand.
+    async fn commit(&self, writes: Vec<KeyWrite>) -> Result<Vec<KeyWritten>, StoreError> {
+        let mut tx = self.store.begin_write().await?;
+        let mut done = Vec::with_capacity(writes.len());
+        for w in &writes {
+            done.push(match w {
+                KeyWrite::Begin {
+                    scope,
+                    fingerprint,
+                    times,
+                } => KeyWritten::Began(
+                    begin_idempotent_in(&mut tx, scope.scope(), fingerprint, *times).await?,
+                ),
+                KeyWrite::Finish { scope, response } => {
+                    finish_idempotent_in(&mut tx, scope.scope(), response).await?;
+                    KeyWritten::Finished
+                }
+            });
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
 }
 
 /// Takes keys and stores responses, grouped on SQLite (see the module's notes).
 #[derive(Debug)]
 pub struct KeyCommitter {
-    store: Store,
-    /// The groups' task, started by the first write (which runs on the runtime); it
-    /// ends when the committer is dropped.
-    queue: std::sync::OnceLock<mpsc::Sender<Waiting>>,
+    groups: GroupCommit<KeyWrites>,
 }
 
 impl KeyCommitter {
     pub fn new(store: Store) -> Self {
         Self {
-            store,
-            queue: std::sync::OnceLock::new(),
+            groups: GroupCommit::new(KeyWrites { store }),
         }
+    }
+
+    fn store(&self) -> &Store {
+        &self.groups.committer().store
     }
 
     /// [`Store::begin_idempotent`], in the next group on SQLite.
@@ -91,19 +126,23 @@ impl KeyCommitter {
         fingerprint: &str,
         times: KeyTimes,
     ) -> Result<Begin, StoreError> {
-        if self.store.backend() == Backend::Postgres {
+        if self.store().backend() == Backend::Postgres {
             return self
-                .store
+                .store()
                 .begin_idempotent(scope.scope(), fingerprint, times)
                 .await;
         }
-        let write = Write::Begin {
+        let write = KeyWrite::Begin {
             scope: scope.clone(),
             fingerprint: fingerprint.to_owned(),
             times,
         };
-        let done = self.grouped(write).await?;
-        done.ok_or_else(|| StoreError::Config("a key's begin was answered as a finish".into()))
+        match self.groups.submit(write).await? {
+            KeyWritten::Began(begin) => Ok(begin),
+            KeyWritten::Finished => Err(StoreError::Config(
+                "a key's begin was answered as a finish".into(),
+            )),
+        }
     }
 
     /// [`Store::finish_idempotent`], in the next group on SQLite.
@@ -112,80 +151,16 @@ impl KeyCommitter {
         scope: &KeyScope,
         response: StoredResponse,
     ) -> Result<(), StoreError> {
-        if self.store.backend() == Backend::Postgres {
-            return self.store.finish_idempotent(scope.scope(), &response).await;
+        if self.store().backend() == Backend::Postgres {
+            return self
+                .store()
+                .finish_idempotent(scope.scope(), &response)
+                .await;
         }
-        let write = Write::Finish {
+        let write = KeyWrite::Finish {
             scope: scope.clone(),
             response,
         };
-        self.grouped(write).await.map(|_| ())
+        self.groups.submit(write).await.map(|_| ())
     }
-
-    async fn grouped(&self, write: Write) -> Result<Done, StoreError> {
-        let (answer, answered) = oneshot::channel();
-        let gone = || StoreError::Config("the idempotency key committer has stopped".into());
-        self.queue()
-            .send(Waiting { write, answer })
-            .await
-            .map_err(|_| gone())?;
-        answered.await.map_err(|_| gone())?
-    }
-
-    fn queue(&self) -> &mpsc::Sender<Waiting> {
-        self.queue.get_or_init(|| {
-            let (queue, waiting) = mpsc::channel(MOST_PER_GROUP);
-            tokio::spawn(commit_groups(self.store.clone(), waiting));
-            queue
-        })
-    }
-}
-
-/// The committer's task: one transaction at a time, for every key write waiting.
-async fn commit_groups(store: Store, mut waiting: mpsc::Receiver<Waiting>) {
-    while let Some(first) = waiting.recv().await {
-        let mut group = vec![first];
-        while group.len() < MOST_PER_GROUP {
-            match waiting.try_recv() {
-                Ok(w) => group.push(w),
-                Err(_) => break,
-            }
-        }
-        let (writes, answers): (Vec<Write>, Vec<_>) =
-            group.into_iter().map(|w| (w.write, w.answer)).unzip();
-        match write_group(&store, &writes).await {
-            Ok(done) => {
-                for (answer, done) in answers.into_iter().zip(done) {
-                    // A request that went away has nothing to be told.
-                    let _ = answer.send(Ok(done));
-                }
-            }
-            Err(e) => {
-                for answer in answers {
-                    let _ = answer.send(Err(e.for_another()));
-                }
-            }
-        }
-    }
-}
-
-/// Applies the writes in order in one transaction; all or none of them stand.
-async fn write_group(store: &Store, writes: &[Write]) -> Result<Vec<Done>, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let mut done = Vec::with_capacity(writes.len());
-    for w in writes {
-        done.push(match w {
-            Write::Begin {
-                scope,
-                fingerprint,
-                times,
-            } => Some(begin_idempotent_in(&mut tx, scope.scope(), fingerprint, *times).await?),
-            Write::Finish { scope, response } => {
-                finish_idempotent_in(&mut tx, scope.scope(), response).await?;
-                None
-            }
-        });
-    }
-    tx.commit().await?;
-    Ok(done)
 }

@@ -5,10 +5,9 @@
 //! replacement or a void marks the claim it replaces in the same transaction, so of two
 //! simultaneous replacements of one claim exactly one is accepted.
 
-use tokio::sync::{mpsc, oneshot};
-
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::now_ms;
+use crate::group_commit::{Commit, GroupCommit};
 use crate::model::{ordered_id, ClaimSubmitted};
 use crate::store::{AuditEntry, Backend, NewClaim, PreparedEntry, Store, StoreError};
 
@@ -176,42 +175,64 @@ async fn accept_ready(
     Ok(admitted)
 }
 
-/// Claims waiting for the [`Committer`]'s next transaction, at most: the batches of a
-/// busy moment (each up to 1,000 claims in the usual client) share one.
-const MOST_PER_GROUP: usize = 4000;
-
-/// One request's claims waiting for a transaction, and where its answer goes.
-#[derive(Debug)]
-struct Waiting {
-    ready: Vec<Ready>,
-    answer: oneshot::Sender<Result<Vec<Admitted>, StoreError>>,
-}
-
 /// Group commit for intake requests: each request's claims wait for the next
-/// transaction, which takes every request that arrived while the last one committed.
-/// A request alone in the store paid a transaction and a sync of its own, one after
-/// another on SQLite's single writer, and each transaction rewrote the pages of the
-/// claims' index by member, where every claim lands on a page of its own; the requests
-/// of a busy moment now share them. Each request is still answered only once its claims
-/// are durable, and a claim submitted by two requests of one group is new for the first
-/// only.
+/// transaction, which takes every request that arrived while the last one committed
+/// ([`crate::group_commit`]). A request alone in the store paid a transaction and a
+/// sync of its own, one after another on SQLite's single writer, and each transaction
+/// rewrote the pages of the claims' index by member, where every claim lands on a page
+/// of its own; the requests of a busy moment now share them. Each request is still
+/// answered only once its claims are durable, and a claim submitted by two requests of
+/// one group is new for the first only.
 #[derive(Debug)]
 pub struct Committer {
+    groups: GroupCommit<Requests>,
+}
+
+/// Intake requests' claims, a group of requests in one transaction.
+#[derive(Debug, Clone)]
+struct Requests {
     store: Store,
     bus: Bus,
     topic: TopicSpec,
-    /// The transactions' task, started by the first submission (which runs on the
-    /// runtime); it ends when the committer is dropped.
-    queue: std::sync::OnceLock<mpsc::Sender<Waiting>>,
+}
+
+impl Commit for Requests {
+    /// One request's claims.
+    type Item = Vec<Ready>;
+    type Answer = Vec<Admitted>;
+    const NAME: &'static str = "intake committer";
+    /// Claims of one transaction, at most: the batches of a busy moment (each up to
+    /// 1,000 claims in the usual client) share one.
+    const MOST_PER_GROUP: usize = 4000;
+
+    fn weight(ready: &Vec<Ready>) -> usize {
+        ready.len()
+    }
+
+    async fn commit(&self, requests: Vec<Vec<Ready>>) -> Result<Vec<Vec<Admitted>>, StoreError> {
+        let sizes: Vec<usize> = requests.iter().map(Vec::len).collect();
+        let claims = sizes.iter().sum::<usize>();
+        let started = std::time::Instant::now();
+        let admitted = accept_ready(
+            &self.store,
+            &self.bus,
+            &self.topic,
+            requests.into_iter().flatten().collect(),
+        )
+        .await?;
+        tracing::debug!(requests = sizes.len(), claims, took = ?started.elapsed(), "Intake group committed.");
+        let mut admitted = admitted.into_iter();
+        Ok(sizes
+            .into_iter()
+            .map(|size| admitted.by_ref().take(size).collect())
+            .collect())
+    }
 }
 
 impl Committer {
     pub fn new(store: Store, bus: Bus, topic: TopicSpec) -> Self {
         Self {
-            store,
-            bus,
-            topic,
-            queue: std::sync::OnceLock::new(),
+            groups: GroupCommit::new(Requests { store, bus, topic }),
         }
     }
 
@@ -221,12 +242,7 @@ impl Committer {
         commands: Vec<ClaimSubmitted>,
         actor: &str,
     ) -> Result<Vec<Admitted>, StoreError> {
-        let ready = Ready::all(commands, actor)?;
-        let (answer, answered) = oneshot::channel();
-        let gone = || StoreError::Config("the intake committer has stopped".into());
-        let waiting = Waiting { ready, answer };
-        self.queue().send(waiting).await.map_err(|_| gone())?;
-        answered.await.map_err(|_| gone())?
+        self.groups.submit(Ready::all(commands, actor)?).await
     }
 
     /// A batch request's claims: in the next group on SQLite, whose one writer takes
@@ -242,63 +258,13 @@ impl Committer {
         if commands.is_empty() {
             return Ok(Vec::new());
         }
-        match self.store.backend() {
+        let Requests { store, bus, topic } = self.groups.committer();
+        match store.backend() {
             Backend::Sqlite => self.accept(commands, actor).await,
             Backend::Postgres => {
                 let ready = Ready::all(commands, actor)?;
-                accept_ready(&self.store, &self.bus, &self.topic, ready).await
+                accept_ready(store, bus, topic, ready).await
             }
-        }
-    }
-
-    fn queue(&self) -> &mpsc::Sender<Waiting> {
-        self.queue.get_or_init(|| {
-            let (queue, waiting) = mpsc::channel(MOST_PER_GROUP);
-            let (store, bus, topic) = (self.store.clone(), self.bus.clone(), self.topic.clone());
-            tokio::spawn(commit_groups(store, bus, topic, waiting));
-            queue
-        })
-    }
-}
-
-/// The committer's task: one transaction at a time, for every request waiting.
-async fn commit_groups(
-    store: Store,
-    bus: Bus,
-    topic: TopicSpec,
-    mut waiting: mpsc::Receiver<Waiting>,
-) {
-    while let Some(first) = waiting.recv().await {
-        let mut claims = first.ready.len();
-        let mut group = vec![first];
-        while claims < MOST_PER_GROUP {
-            match waiting.try_recv() {
-                Ok(w) => {
-                    claims += w.ready.len();
-                    group.push(w);
-                }
-                Err(_) => break,
-            }
-        }
-        let mut sizes = Vec::with_capacity(group.len());
-        let mut answers = Vec::with_capacity(group.len());
-        let mut ready = Vec::with_capacity(claims);
-        for w in group {
-            sizes.push(w.ready.len());
-            answers.push(w.answer);
-            ready.extend(w.ready);
-        }
-        let started = std::time::Instant::now();
-        let result = accept_ready(&store, &bus, &topic, ready).await;
-        tracing::debug!(requests = sizes.len(), claims, took = ?started.elapsed(), "Intake group committed.");
-        let mut fresh = result.as_ref().map(|f| f.iter());
-        for (size, answer) in sizes.into_iter().zip(answers) {
-            let answer_is = match &mut fresh {
-                Ok(f) => Ok(f.by_ref().take(size).copied().collect()),
-                Err(e) => Err(e.for_another()),
-            };
-            // A request that went away has nothing to be told; its claims are stored.
-            let _ = answer.send(answer_is);
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config_cache;
 pub mod cpu;
 pub mod dead_letters;
+pub mod group_commit;
 pub mod idempotency;
 pub mod intake;
 pub mod model;
