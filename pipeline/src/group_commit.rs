@@ -26,8 +26,10 @@ pub trait Commit: Clone + Send + Sync + 'static {
     /// A group is closed once the weight of its items reaches this.
     const MOST_PER_GROUP: usize;
 
-    /// How much an item counts towards [`Self::MOST_PER_GROUP`].
-    fn weight(item: &Self::Item) -> usize;
+    /// How much an item counts towards [`Self::MOST_PER_GROUP`]: one each, unless said.
+    fn weight(_item: &Self::Item) -> usize {
+        1
+    }
 
     /// Writes `items` in one transaction, in order; answers one answer per item, in
     /// their order.

@@ -74,10 +74,6 @@ impl Commit for KeyWrites {
     const NAME: &'static str = "idempotency key committer";
     const MOST_PER_GROUP: usize = 512;
 
-    fn weight(_: &KeyWrite) -> usize {
-        1
-    }
-
     /// Applies the writes in order in one transaction; all or none of them stand.
     async fn commit(&self, writes: Vec<KeyWrite>) -> Result<Vec<KeyWritten>, StoreError> {
         let mut tx = self.store.begin_write().await?;
