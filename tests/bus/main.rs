@@ -55,6 +55,8 @@ buses!(
         concurrent_publishers_get_distinct_gapless_offsets,
         outputs_and_the_commit_of_their_inputs_land_together,
         a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_an_eighth,
+        a_poll_whose_read_fails_part_way_hands_out_nothing_and_passes_nothing_by,
+        upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held,
     ],
 );
 
@@ -288,6 +290,100 @@ async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds
     let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
     assert_eq!(got.len(), 20);
     assert!(started.elapsed() < linger, "waited {:?}", started.elapsed());
+}
+
+/// A poll that has read some records and then fails to read (the store went away)
+/// answers the error and hands nothing out; the next poll starts where the failed one
+/// did, so the records it had read are handed out then, not passed by.
+async fn a_poll_whose_read_fails_part_way_hands_out_nothing_and_passes_nothing_by(b: Backend) {
+    let f = fixture(b).await;
+    let t = topic("t", false);
+    let linger = Duration::from_secs(2);
+    let bus = Bus::Embedded(EmbeddedLog::new(f.store.clone()).with_linger(linger));
+    let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
+    bus.publish(&t, &[msg("a", "1")]).await.unwrap();
+    sqlx::any::install_default_drivers();
+    let admin = sqlx::AnyPool::connect(&f._db.url).await.unwrap();
+    // The poll reads the record, lingers for more, and its next read finds the log's
+    // table gone.
+    let polling = tokio::spawn(async move {
+        let polled = c.poll(100, Duration::from_secs(30)).await;
+        (c, polled)
+    });
+    tokio::time::sleep(linger / 4).await;
+    sqlx::query("ALTER TABLE bus_records RENAME TO bus_records_away")
+        .execute(&admin)
+        .await
+        .unwrap();
+    let (mut c, polled) = polling.await.unwrap();
+    sqlx::query("ALTER TABLE bus_records_away RENAME TO bus_records")
+        .execute(&admin)
+        .await
+        .unwrap();
+    assert!(polled.is_err(), "the failed read is reported: {polled:?}");
+    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        got.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        ["a"],
+        "the record read before the failure comes again"
+    );
+}
+
+/// The log's upkeep leaves a compacted topic alone until it took as many new records
+/// as it held (and at least 10,000), then keeps the latest record of each key.
+async fn upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held(b: Backend) {
+    let f = fixture(b).await;
+    let log = EmbeddedLog::new(f.store.clone());
+    let state = topic("state", true);
+    let held = |log: EmbeddedLog, name: String| async move {
+        let ends = log.partition_ends(&name).await.unwrap();
+        ends.iter().map(|(_, _, held)| held).sum::<i64>()
+    };
+    let versions = |n: usize| -> Vec<Message> {
+        (0..n)
+            .map(|i| msg(&format!("k{}", i % 3), &i.to_string()))
+            .collect()
+    };
+    log.publish(&state, &versions(30)).await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let every = Duration::from_millis(100);
+    let upkeep = tokio::spawn(pipeline::bus::embedded::maintain(
+        log.clone(),
+        vec![state.clone()],
+        every,
+        Duration::from_secs(3600),
+        stopped,
+    ));
+    // Its first look only notes the topic; fewer than 10,000 more leave it whole.
+    tokio::time::sleep(every * 10).await;
+    log.publish(&state, &versions(9_000)).await.unwrap();
+    tokio::time::sleep(every * 5).await;
+    assert_eq!(held(log.clone(), state.name.clone()).await, 9_030);
+
+    log.publish(&state, &versions(1_000)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while held(log.clone(), state.name.clone()).await > 3 {
+        assert!(Instant::now() < deadline, "not compacted within 30 s");
+        tokio::time::sleep(every).await;
+    }
+    stop.send(true).unwrap();
+    upkeep.await.unwrap();
+    let mut c = Bus::Embedded(log)
+        .consumer("restore", std::slice::from_ref(&state))
+        .await
+        .unwrap();
+    let mut latest: Vec<(String, String)> = c
+        .poll(100, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, String::from_utf8(r.value).unwrap()))
+        .collect();
+    latest.sort();
+    assert_eq!(
+        latest,
+        [("k0", "999"), ("k1", "997"), ("k2", "998")].map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
 }
 
 async fn a_closed_consumer_hands_its_partitions_over_at_once_and_a_static_one_keeps_them(

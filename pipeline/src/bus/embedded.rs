@@ -435,7 +435,8 @@ impl EmbeddedLog {
     /// Records appended to `topic` so far, over all its partitions.
     async fn appended(&self, topic: &TopicSpec) -> Result<i64, BusError> {
         let appended: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(SUM(next_offset), 0) FROM bus_partitions WHERE topic = $1",
+            // PostgreSQL sums BIGINTs as NUMERIC, which the Any driver does not read.
+            "SELECT CAST(COALESCE(SUM(next_offset), 0) AS BIGINT) FROM bus_partitions WHERE topic = $1",
         )
         .bind(&topic.name)
         .fetch_one(self.store.reader())
@@ -580,6 +581,9 @@ pub async fn maintain(
     }
 }
 
+/// Next offset to read per (topic, partition).
+type Positions = HashMap<(String, u32), i64>;
+
 /// One process's membership in a consumer group.
 #[derive(Debug)]
 pub struct EmbeddedConsumer {
@@ -588,7 +592,7 @@ pub struct EmbeddedConsumer {
     topics: Vec<TopicSpec>,
     /// Next offset to read per (topic, partition): ahead of the committed offset by the
     /// records handed out and not yet committed.
-    positions: HashMap<(String, u32), i64>,
+    positions: Positions,
     /// When each topic's lease was last renewed by this consumer.
     leases: HashMap<String, Instant>,
     /// The partition each read starts at, advanced every read.
@@ -621,7 +625,24 @@ impl Row {
 }
 
 impl EmbeddedConsumer {
+    /// Up to `max` records from this consumer's positions, waiting up to `wait` for the
+    /// first. The positions move past what it answers only when it answers: a read
+    /// that fails part way (the store went away) hands nothing out and moves nothing,
+    /// so the next poll reads those records again instead of passing them by.
     pub async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, BusError> {
+        let mut moved = Positions::new();
+        let records = self.poll_from(&mut moved, max, wait).await?;
+        self.positions.extend(moved);
+        Ok(records)
+    }
+
+    /// [`Self::poll`], with the positions it moves kept in `moved`.
+    async fn poll_from(
+        &mut self,
+        moved: &mut Positions,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Record>, BusError> {
         let deadline = Instant::now() + wait;
         let wakers: Vec<Arc<Notify>> = self
             .topics
@@ -632,7 +653,7 @@ impl EmbeddedConsumer {
             // Register for wake-ups before reading, so a publish between the read and
             // the wait is not missed.
             let mut notified = enabled(&wakers);
-            let mut records = self.read(max).await?;
+            let mut records = self.read(moved, max).await?;
             if !records.is_empty() {
                 let until = (Instant::now() + self.log.linger).min(deadline);
                 while records.len() < max / 8 && Instant::now() < until {
@@ -640,7 +661,7 @@ impl EmbeddedConsumer {
                     let left = until.saturating_duration_since(Instant::now());
                     let _ = tokio::time::timeout(left, futures_select_all(notified)).await;
                     notified = enabled(&wakers);
-                    let more = self.read(max - records.len()).await?;
+                    let more = self.read(moved, max - records.len()).await?;
                     records.extend(more);
                 }
                 return Ok(records);
@@ -655,11 +676,20 @@ impl EmbeddedConsumer {
         }
     }
 
-    async fn read(&mut self, max: usize) -> Result<Vec<Record>, BusError> {
+    /// Reads up to `max` records from the positions, as moved by this poll so far
+    /// (`moved`, which it moves on).
+    async fn read(&mut self, moved: &mut Positions, max: usize) -> Result<Vec<Record>, BusError> {
         let mut out = Vec::new();
         let topics = self.topics.clone();
         for topic in &topics {
-            if !self.hold_lease(&topic.name).await? {
+            let takes = self.takes;
+            let held = self.hold_lease(&topic.name).await?;
+            if !held || self.takes != takes {
+                // Lost, or taken afresh: this poll's positions on it are another
+                // holder's business now.
+                moved.retain(|(t, _), _| *t != topic.name);
+            }
+            if !held {
                 continue;
             }
             // An even share of the batch from each partition first, then what is left
@@ -678,7 +708,7 @@ impl EmbeddedConsumer {
                     break;
                 }
                 let want = share.min(max - out.len());
-                if self.read_partition(topic, p, want, &mut out).await? == want {
+                if self.read_partition(moved, topic, p, want, &mut out).await? == want {
                     more.push(p);
                 }
             }
@@ -686,24 +716,26 @@ impl EmbeddedConsumer {
                 if out.len() >= max {
                     break;
                 }
-                self.read_partition(topic, p, max - out.len(), &mut out)
+                self.read_partition(moved, topic, p, max - out.len(), &mut out)
                     .await?;
             }
         }
         Ok(out)
     }
 
-    /// Reads up to `limit` records of one partition from this consumer's position, onto
-    /// `out`; answers how many.
+    /// Reads up to `limit` records of one partition onto `out`, from its position as
+    /// this poll moved it, else as the consumer holds it, else the group's commit; moves
+    /// it in `moved` and answers how many.
     async fn read_partition(
-        &mut self,
+        &self,
+        moved: &mut Positions,
         topic: &TopicSpec,
         p: u32,
         limit: usize,
         out: &mut Vec<Record>,
     ) -> Result<usize, BusError> {
         let key = (topic.name.clone(), p);
-        let from = match self.positions.get(&key) {
+        let from = match moved.get(&key).or_else(|| self.positions.get(&key)) {
             Some(o) => *o,
             None => self.committed(&topic.name, p).await?,
         };
@@ -719,7 +751,7 @@ impl EmbeddedConsumer {
         .await
         .map_err(StoreError::from)?;
         let next = rows.last().map(|r| r.offset + 1).unwrap_or(from);
-        self.positions.insert(key, next);
+        moved.insert(key, next);
         let n = rows.len();
         out.extend(rows.into_iter().map(|r| r.into_record(&topic.name)));
         Ok(n)
