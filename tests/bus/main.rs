@@ -116,6 +116,23 @@ fn msg(key: &str, value: &str) -> Message {
     }
 }
 
+/// The (key, value) pairs a new group reads from `topic`, sorted.
+async fn held_by_key(bus: &Bus, topic: &TopicSpec) -> Vec<(String, String)> {
+    let mut c = bus
+        .consumer("restore", std::slice::from_ref(topic))
+        .await
+        .unwrap();
+    let mut held: Vec<(String, String)> = c
+        .poll(100, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, String::from_utf8(r.value).unwrap()))
+        .collect();
+    held.sort();
+    held
+}
+
 /// A topic of this test's own (a broker is shared by the tests).
 fn topic(name: &str, compacted: bool) -> TopicSpec {
     TopicSpec::new(
@@ -368,20 +385,8 @@ async fn upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held(b
     }
     stop.send(true).unwrap();
     upkeep.await.unwrap();
-    let mut c = Bus::Embedded(log)
-        .consumer("restore", std::slice::from_ref(&state))
-        .await
-        .unwrap();
-    let mut latest: Vec<(String, String)> = c
-        .poll(100, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.key, String::from_utf8(r.value).unwrap()))
-        .collect();
-    latest.sort();
     assert_eq!(
-        latest,
+        held_by_key(&Bus::Embedded(log), &state).await,
         [("k0", "999"), ("k1", "997"), ("k2", "998")].map(|(k, v)| (k.to_owned(), v.to_owned()))
     );
 }
@@ -600,20 +605,8 @@ async fn compaction_keeps_the_latest_record_per_key_and_trim_drops_consumed_ones
     .unwrap();
     assert_eq!(log.compact(&state).await.unwrap(), 3);
     let bus = Bus::Embedded(log.clone());
-    let mut c = bus
-        .consumer("restore", std::slice::from_ref(&state))
-        .await
-        .unwrap();
-    let mut latest: Vec<(String, String)> = c
-        .poll(100, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.key, String::from_utf8(r.value).unwrap()))
-        .collect();
-    latest.sort();
     assert_eq!(
-        latest,
+        held_by_key(&bus, &state).await,
         [
             ("a".to_owned(), "3".to_owned()),
             ("b".to_owned(), "2".to_owned())
