@@ -63,7 +63,7 @@ buses!(
 struct Fixture {
     store: Store,
     backend: Backend,
-    _db: Database,
+    db: Database,
     _dir: tempfile::TempDir,
 }
 
@@ -104,7 +104,7 @@ async fn fixture(b: Backend) -> Fixture {
     Fixture {
         store,
         backend: b,
-        _db: db,
+        db,
         _dir: dir,
     }
 }
@@ -114,6 +114,12 @@ fn msg(key: &str, value: &str) -> Message {
         key: key.into(),
         value: value.as_bytes().to_vec(),
     }
+}
+
+/// Records `topic` holds over its partitions.
+async fn records_held(log: &EmbeddedLog, topic: &TopicSpec) -> i64 {
+    let ends = log.partition_ends(&topic.name).await.unwrap();
+    ends.iter().map(|(_, _, held)| held).sum()
 }
 
 /// The (key, value) pairs a new group reads from `topic`, sorted.
@@ -320,7 +326,7 @@ async fn a_poll_whose_read_fails_part_way_hands_out_nothing_and_passes_nothing_b
     let mut c = bus.consumer("g", std::slice::from_ref(&t)).await.unwrap();
     bus.publish(&t, &[msg("a", "1")]).await.unwrap();
     sqlx::any::install_default_drivers();
-    let admin = sqlx::AnyPool::connect(&f._db.url).await.unwrap();
+    let admin = sqlx::AnyPool::connect(&f.db.url).await.unwrap();
     // The poll reads the record, lingers for more, and its next read finds the log's
     // table gone.
     let polling = tokio::spawn(async move {
@@ -352,10 +358,6 @@ async fn upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held(b
     let f = fixture(b).await;
     let log = EmbeddedLog::new(f.store.clone());
     let state = topic("state", true);
-    let held = |log: EmbeddedLog, name: String| async move {
-        let ends = log.partition_ends(&name).await.unwrap();
-        ends.iter().map(|(_, _, held)| held).sum::<i64>()
-    };
     let versions = |n: usize| -> Vec<Message> {
         (0..n)
             .map(|i| msg(&format!("k{}", i % 3), &i.to_string()))
@@ -375,11 +377,11 @@ async fn upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held(b
     tokio::time::sleep(every * 10).await;
     log.publish(&state, &versions(9_000)).await.unwrap();
     tokio::time::sleep(every * 5).await;
-    assert_eq!(held(log.clone(), state.name.clone()).await, 9_030);
+    assert_eq!(records_held(&log, &state).await, 9_030);
 
     log.publish(&state, &versions(1_000)).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while held(log.clone(), state.name.clone()).await > 3 {
+    while records_held(&log, &state).await > 3 {
         assert!(Instant::now() < deadline, "not compacted within 30 s");
         tokio::time::sleep(every).await;
     }
@@ -737,7 +739,7 @@ async fn outputs_and_the_commit_of_their_inputs_land_together(b: Backend) {
     // nor the commit land, and the batch comes again.
     let clash = TopicSpec::new("clash", 1, false);
     bus.publish(&clash, &[]).await.unwrap();
-    let raw = sqlx::AnyPool::connect(&f._db.url).await.unwrap();
+    let raw = sqlx::AnyPool::connect(&f.db.url).await.unwrap();
     sqlx::query(
         "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES ('clash', 0, 0) ON CONFLICT DO NOTHING",
     )

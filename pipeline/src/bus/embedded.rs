@@ -682,14 +682,7 @@ impl EmbeddedConsumer {
         let mut out = Vec::new();
         let topics = self.topics.clone();
         for topic in &topics {
-            let takes = self.takes;
-            let held = self.hold_lease(&topic.name).await?;
-            if !held || self.takes != takes {
-                // Lost, or taken afresh: this poll's positions on it are another
-                // holder's business now.
-                moved.retain(|(t, _), _| *t != topic.name);
-            }
-            if !held {
+            if !self.hold_lease(&topic.name, moved).await? {
                 continue;
             }
             // An even share of the batch from each partition first, then what is left
@@ -771,9 +764,10 @@ impl EmbeddedConsumer {
     }
 
     /// Takes or renews the lease on the group's topic; `false` while another live
-    /// process holds it. On taking it afresh, positions restart from the committed
-    /// offsets, since the previous holder may have moved them.
-    async fn hold_lease(&mut self, topic: &str) -> Result<bool, BusError> {
+    /// process holds it. On taking it afresh, positions (the consumer's and those this
+    /// poll `moved`) restart from the committed offsets, since the previous holder may
+    /// have moved them.
+    async fn hold_lease(&mut self, topic: &str, moved: &mut Positions) -> Result<bool, BusError> {
         if let Some(at) = self.leases.get(topic) {
             if at.elapsed() < LEASE / 3 {
                 return Ok(true);
@@ -795,18 +789,20 @@ impl EmbeddedConsumer {
         .map_err(StoreError::from)?
         .rows_affected()
             == 1;
-        if held {
-            if self
+        let afresh = if held {
+            let afresh = self
                 .leases
                 .insert(topic.to_owned(), Instant::now())
-                .is_none()
-            {
-                self.positions.retain(|(t, _), _| t != topic);
-                self.takes += 1;
-            }
+                .is_none();
+            self.takes += u64::from(afresh);
+            afresh
         } else {
             self.leases.remove(topic);
+            true
+        };
+        if afresh {
             self.positions.retain(|(t, _), _| t != topic);
+            moved.retain(|(t, _), _| t != topic);
         }
         Ok(held)
     }
