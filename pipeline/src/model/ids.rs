@@ -14,7 +14,14 @@ pub fn derived_id(prefix: &str, tenant_id: &str, claim_id: &str, what: &str) -> 
 /// table's index, so a batch rewrote about one page per row; ids in time order fill the
 /// index's last pages.
 pub fn ordered_id(prefix: &str, at_ms: i64, tenant_id: &str, claim_id: &str, what: &str) -> String {
-    let hash = name_hash(tenant_id, claim_id, what).simple().to_string();
+    ordered_name_id(prefix, at_ms, &format!("{tenant_id}/{claim_id}/{what}"))
+}
+
+/// A stable id for `name` that sorts by `at_ms`, as [`ordered_id`] makes for a claim.
+pub fn ordered_name_id(prefix: &str, at_ms: i64, name: &str) -> String {
+    let hash = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes())
+        .simple()
+        .to_string();
     let at = (at_ms.max(0) as u64) & 0xffff_ffff_ffff;
     format!("{prefix}_{at:012x}{}", &hash[..20])
 }

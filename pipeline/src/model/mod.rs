@@ -16,4 +16,4 @@ pub use decision::{Decision, Written, WRITTEN_PREFIX};
 pub use event::{DomainEvent, EventKind, Json};
 pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};
-pub use ids::{derived_id, ordered_id};
+pub use ids::{derived_id, ordered_id, ordered_name_id};

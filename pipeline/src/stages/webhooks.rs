@@ -12,19 +12,23 @@ use tokio::sync::Notify;
 use super::passed::Passed;
 use super::runner::{by_topic, decode_all, handle_then_publish, Outputs, Stage, StageError};
 use crate::bus::{Consumer, Record, TopicSpec};
-use crate::model::{DomainEvent, Json};
+use crate::clock::parse_rfc3339_ms;
+use crate::model::{ordered_name_id, DomainEvent, Json};
 use crate::store::{DueDelivery, DueEndpoint, NewDelivery, Store, StoreError, Subscription};
 use crate::topics::Topics;
 use crate::webhooks::signing::{unsigned_body, Envelope};
 use crate::webhooks::{Handoff, Reserved};
 
-/// The delivery of `event_id` to `webhook_id`: the same on every redelivery of the event.
-pub fn delivery_id(webhook_id: &str, event_id: &str) -> String {
-    let name = format!("{webhook_id}/{event_id}");
-    format!(
-        "dlv_{}",
-        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).simple()
-    )
+/// The delivery of `event` to `webhook_id`: the same on every redelivery of the event's
+/// record. It sorts by the event's time ([`ordered_name_id`]): deliveries and their
+/// attempts are keyed by it, and a random id put each insert on a page of its own in
+/// both tables' keys, so every batch rewrote a page per delivery there, more of them the
+/// larger the tables grew. An event made again with another time (it keeps its id) gets
+/// another delivery id, and is still queued once: a delivery is unique per subscription
+/// and event id too.
+pub fn delivery_id(webhook_id: &str, event: &DomainEvent) -> String {
+    let at = parse_rfc3339_ms(&event.timestamp).unwrap_or(0);
+    ordered_name_id("dlv", at, &format!("{webhook_id}/{}", event.id))
 }
 
 /// The pure core: the deliveries of one event, each with the body its subscription
@@ -57,7 +61,7 @@ pub fn process(event: &DomainEvent, subscriptions: &[Subscription]) -> Vec<NewDe
     matching
         .into_iter()
         .map(|s| NewDelivery {
-            delivery_id: delivery_id(&s.webhook_id, &event.id),
+            delivery_id: delivery_id(&s.webhook_id, event),
             tenant_id: event.tenant_id.to_string(),
             webhook_id: s.webhook_id.clone(),
             event_id: event.id.clone(),
@@ -356,9 +360,35 @@ mod tests {
     }
 
     #[test]
-    fn delivery_ids_are_stable_per_subscription_and_event() {
-        assert_eq!(delivery_id("wh_a", "evt_1"), delivery_id("wh_a", "evt_1"));
-        assert_ne!(delivery_id("wh_a", "evt_1"), delivery_id("wh_b", "evt_1"));
-        assert_ne!(delivery_id("wh_a", "evt_1"), delivery_id("wh_a", "evt_2"));
+    fn delivery_ids_are_stable_per_subscription_and_event_and_sort_by_its_time() {
+        let at = |id: &str, timestamp: &str| DomainEvent {
+            id: id.into(),
+            timestamp: timestamp.into(),
+            ..event("claim.completed")
+        };
+        let (one, two) = (
+            at("evt_1", "2026-12-05T10:00:00.000Z"),
+            at("evt_2", "2026-12-05T10:00:00.000Z"),
+        );
+        assert_eq!(delivery_id("wh_a", &one), delivery_id("wh_a", &one));
+        assert_ne!(delivery_id("wh_a", &one), delivery_id("wh_b", &one));
+        assert_ne!(delivery_id("wh_a", &one), delivery_id("wh_a", &two));
+        // A later event's delivery sorts after, whatever its ids: inserts fill the last
+        // pages of the deliveries' keys.
+        let ids: Vec<String> = (0..20)
+            .map(|i| {
+                let e = at(
+                    &format!("evt_{}", 20 - i),
+                    &format!("2026-12-05T10:00:00.{i:03}Z"),
+                );
+                delivery_id(&format!("wh_{}", i % 3), &e)
+            })
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids, "in the order of their events' times");
+        assert!(ids
+            .iter()
+            .all(|id| id.starts_with("dlv_") && id.len() == 36));
     }
 }
