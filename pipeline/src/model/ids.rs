@@ -4,7 +4,10 @@
 
 /// A stable id for `what` of a claim.
 pub fn derived_id(prefix: &str, tenant_id: &str, claim_id: &str, what: &str) -> String {
-    format!("{prefix}_{}", name_hash(tenant_id, claim_id, what).simple())
+    format!(
+        "{prefix}_{}",
+        name_hash(&format!("{tenant_id}/{claim_id}/{what}")).simple()
+    )
 }
 
 /// A stable id for `what` of a claim that sorts by `at_ms` (a time fixed for the claim,
@@ -19,15 +22,12 @@ pub fn ordered_id(prefix: &str, at_ms: i64, tenant_id: &str, claim_id: &str, wha
 
 /// A stable id for `name` that sorts by `at_ms`, as [`ordered_id`] makes for a claim.
 pub fn ordered_name_id(prefix: &str, at_ms: i64, name: &str) -> String {
-    let hash = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes())
-        .simple()
-        .to_string();
+    let hash = name_hash(name).simple().to_string();
     let at = (at_ms.max(0) as u64) & 0xffff_ffff_ffff;
     format!("{prefix}_{at:012x}{}", &hash[..20])
 }
 
-fn name_hash(tenant_id: &str, claim_id: &str, what: &str) -> uuid::Uuid {
-    let name = format!("{tenant_id}/{claim_id}/{what}");
+fn name_hash(name: &str) -> uuid::Uuid {
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes())
 }
 
