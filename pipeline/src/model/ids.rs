@@ -22,7 +22,8 @@ pub fn ordered_id(prefix: &str, at_ms: i64, tenant_id: &str, claim_id: &str, wha
 
 /// A stable id for `name` that sorts by `at_ms`, as [`ordered_id`] makes for a claim.
 pub fn ordered_name_id(prefix: &str, at_ms: i64, name: &str) -> String {
-    let hash = name_hash(name).simple().to_string();
+    let mut buf = uuid::Uuid::encode_buffer();
+    let hash = name_hash(name).simple().encode_lower(&mut buf);
     let at = (at_ms.max(0) as u64) & 0xffff_ffff_ffff;
     format!("{prefix}_{at:012x}{}", &hash[..20])
 }

@@ -352,10 +352,18 @@ pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyA
 /// `($1, $2), ($3, $4)`; SQLite gets plain `?`, because sqlx looks each `$n` up by name
 /// there, which is quadratic in the number of parameters and dominated large inserts.
 pub(crate) fn values_list(backend: Backend, rows: usize, cols: usize) -> String {
-    (0..rows)
-        .map(|r| format!("({})", placeholders(backend, r * cols + 1, cols)))
-        .collect::<Vec<_>>()
-        .join(", ")
+    // Written into one string: a batch's statements list up to 2,000 rows each, and a
+    // string per row and per list showed in the chain's profile.
+    let mut out = String::with_capacity(rows * (cols * 5 + 4));
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        push_placeholders(&mut out, backend, r * cols + 1, cols);
+        out.push(')');
+    }
+    out
 }
 
 /// `count` comma-separated placeholders, the first being parameter number `first`
@@ -363,6 +371,12 @@ pub(crate) fn values_list(backend: Backend, rows: usize, cols: usize) -> String 
 /// binds by position, so the statement's parameters must be bound in text order.
 pub(crate) fn placeholders(backend: Backend, first: usize, count: usize) -> String {
     let mut out = String::with_capacity(count * 5);
+    push_placeholders(&mut out, backend, first, count);
+    out
+}
+
+fn push_placeholders(out: &mut String, backend: Backend, first: usize, count: usize) {
+    use std::fmt::Write;
     for i in 0..count {
         if i > 0 {
             out.push_str(", ");
@@ -370,12 +384,10 @@ pub(crate) fn placeholders(backend: Backend, first: usize, count: usize) -> Stri
         match backend {
             Backend::Sqlite => out.push('?'),
             Backend::Postgres => {
-                out.push('$');
-                out.push_str(&(first + i).to_string());
+                let _ = write!(out, "${}", first + i);
             }
         }
     }
-    out
 }
 
 /// Parses a stored scope string; the store only ever writes valid ones.
@@ -424,6 +436,8 @@ mod tests {
             "($1, $2, $3), ($4, $5, $6)"
         );
         assert_eq!(super::values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
+        assert_eq!(super::placeholders(Postgres, 4, 2), "$4, $5");
+        assert_eq!(super::placeholders(Sqlite, 4, 2), "?, ?");
     }
 
     /// The page size is set before anything else touches a new file; placed after the
