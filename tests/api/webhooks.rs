@@ -622,6 +622,41 @@ async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backe
     assert_eq!(queued.into_iter().collect::<Vec<_>>(), ["dlv_a"]);
     let again = queue(&app.store, &[delivery("dlv_a", &webhook_id)]).await;
     assert!(again.is_empty(), "queued before: nothing new to start");
+    // A redelivered event's record is fanned out again by the stage's own core: the
+    // same deliveries, each kept once by its id (no other key says it), for this
+    // subscription and for a second one alike.
+    let second = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
+    let event = pipeline::model::DomainEvent::new(
+        pipeline::model::EventKind::ClaimCompleted,
+        &schemas::TenantId::parse("acme").unwrap(),
+        "CLM-R",
+        "2026-01-02T03:04:05.678Z".into(),
+        json!({ "claim_id": "CLM-R" }),
+    );
+    let subscriptions: Vec<_> = app
+        .store
+        .subscriptions("acme")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(subscription, _)| subscription)
+        .collect();
+    let fanned = || pipeline::stages::webhooks::process(&event, &subscriptions);
+    let mut first = fanned()
+        .iter()
+        .map(|d| d.webhook_id.clone())
+        .collect::<Vec<_>>();
+    first.sort();
+    let mut both = vec![webhook_id.clone(), second];
+    both.sort();
+    assert_eq!(first, both, "one delivery per subscription");
+    let once = queue(&app.store, &fanned()).await;
+    assert_eq!(once.len(), 2, "{once:?}");
+    let again = queue(&app.store, &fanned()).await;
+    assert!(
+        again.is_empty(),
+        "the event redelivered queues nothing: {again:?}"
+    );
     set_enabled(&app, &s, &webhook_id, false).await;
     let paused = queue(&app.store, &[delivery("dlv_c", &webhook_id)]).await;
     assert!(paused.is_empty(), "nothing for a paused subscription");
