@@ -623,8 +623,7 @@ async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backe
     let again = queue(&app.store, &[delivery("dlv_a", &webhook_id)]).await;
     assert!(again.is_empty(), "queued before: nothing new to start");
     // A redelivered event's record is fanned out again by the stage's own core: the
-    // same deliveries, each kept once by its id (no other key says it), for this
-    // subscription and for a second one alike.
+    // same deliveries, each kept once, for this subscription and a second one alike.
     let second = subscribe(&app, &s, &rx.url(), &["claim.completed"], "secret").await;
     let event = pipeline::model::DomainEvent::new(
         pipeline::model::EventKind::ClaimCompleted,

@@ -23,10 +23,10 @@ use crate::webhooks::{Handoff, Reserved};
 /// record. It sorts by the event's time ([`ordered_name_id`]): deliveries and their
 /// attempts are keyed by it, and a random id put each insert on a page of its own in
 /// both tables' keys, so every batch rewrote a page per delivery there, more of them the
-/// larger the tables grew. It is also what keeps a delivery once per subscription and
-/// event: an event is published once, with one time, so every redelivery of its record
-/// makes this same id, and the store's key refuses the second (docs/decisions.md,
-/// "Webhooks").
+/// larger the tables grew. An event made again with another time (it keeps its id: on
+/// Kafka, a claim decided twice by a decide stage that crashed before its commit) gets
+/// another delivery id, and is still queued once: a delivery is unique per subscription
+/// and event id too (docs/decisions.md, "Webhooks").
 pub fn delivery_id(webhook_id: &str, event: &DomainEvent) -> String {
     let at = parse_rfc3339_ms(&event.timestamp).unwrap_or(0);
     ordered_name_id("dlv", at, &format!("{webhook_id}/{}", event.id))
