@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::claims::{claim, ready_tenant, submit};
 use crate::support::{Backend, Session, TestApp};
+use crate::webhooks::{subscribe, Receiver};
 
 crate::all_backends!(
     a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced,
@@ -302,15 +303,30 @@ async fn fraud_state_is_restored_from_its_topics_after_a_restart(b: Backend) {
 
 /// A redelivered input can be decided again, and differently: the fraud stage scores a
 /// claim redelivered after a crash against state that later claims of its batch moved
-/// on. The first decision stands: the second changes no snapshot, opens no task and
-/// publishes no event, while the same decision redelivered is announced again with the
-/// same event ids, as a receiver that dropped the first delivery needs.
+/// on; or alike but later, by a decide stage that crashed before committing its offset.
+/// The first decision stands: neither other one changes the snapshot, opens a task,
+/// publishes an event or makes a webhook delivery, while the same decision redelivered
+/// is announced again with the same event ids and times, as a receiver that dropped the
+/// first delivery needs, and is still delivered once to a subscription.
 ///
 /// On the embedded log the stages run apart for this: fused, a decision commits with its
 /// input, and automatic decisions do not pass through `claims.decided`.
 async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b: Backend) {
-    let app = TestApp::spawn_with(b, |s| s.fuse_stages = false).await;
+    let app = TestApp::spawn_with(b, |s| {
+        s.fuse_stages = false;
+        s.webhook_allow_private = true;
+    })
+    .await;
     let s = ready_tenant(&app, "acme").await;
+    let rx = Receiver::start(&[]).await;
+    subscribe(
+        &app,
+        &s,
+        &rx.url(),
+        &["claim.completed", "claim.flagged"],
+        "secret",
+    )
+    .await;
     submit(&app, &s, claim("CLM-1")).await;
     let c = decided(&app, &s, "CLM-1").await;
     assert_eq!(
@@ -319,6 +335,7 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
     );
     let first = events(&app, "acme", "CLM-1").await;
     assert_eq!(first.len(), 1, "{first:?}");
+    rx.wait_for(1, Duration::from_secs(20)).await;
 
     let topic = &app.state.topics.decided;
     let original = app
@@ -336,8 +353,15 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
         "id": "evt_second", "event": "claim.flagged", "tenant_id": "acme",
         "timestamp": "2026-01-15T00:00:00Z", "data": {"claim_id": "CLM-1"}
     }]);
-    // The original after the other, on the same partition: once its events are out
-    // again, the other was handled.
+    // The same decision a minute later: its events keep their ids, not their time.
+    let mut later: Value = serde_json::from_slice(&original.value).unwrap();
+    let at = later["decided_at_ms"].as_i64().unwrap() + 60_000;
+    later["decided_at_ms"] = json!(at);
+    for e in later["events"].as_array_mut().unwrap() {
+        e["timestamp"] = json!(pipeline::clock::ms_to_rfc3339(at));
+    }
+    // The original after the others, on the same partition: once its events are out
+    // again, the others were handled.
     let message = |value: Vec<u8>| pipeline::bus::Message {
         key: original.key.clone(),
         value,
@@ -348,6 +372,7 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
             topic,
             &[
                 message(serde_json::to_vec(&other).unwrap()),
+                message(serde_json::to_vec(&later).unwrap()),
                 message(original.value.clone()),
             ],
         )
@@ -373,6 +398,46 @@ async fn a_different_second_decision_of_a_claim_changes_and_announces_nothing(b:
         .unwrap()
         .is_none());
     assert_eq!(app.store.audit_counts("acme").await.unwrap()["CLM-1"], 1);
+    // A last event on the claim's partition of the events topic: once it is delivered,
+    // the webhook stage is past the others.
+    let marker = pipeline::model::DomainEvent::new(
+        pipeline::model::EventKind::ClaimFlagged,
+        &schemas::TenantId::parse("acme").unwrap(),
+        "CLM-MARK",
+        pipeline::clock::ms_to_rfc3339(at),
+        json!({ "claim_id": "CLM-MARK" }),
+    );
+    app.state
+        .bus
+        .publish(
+            &app.state.topics.events,
+            &[pipeline::bus::Message {
+                key: "acme/CLM-1".into(),
+                value: serde_json::to_vec(&marker).unwrap(),
+            }],
+        )
+        .await
+        .unwrap();
+    rx.wait_for_claim("CLM-MARK", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let delivered: Vec<(Value, Value)> = rx
+        .hits()
+        .iter()
+        .map(|h| {
+            (
+                h.json()["event"].clone(),
+                h.json()["data"]["claim_id"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        delivered,
+        [
+            (json!("claim.completed"), json!("CLM-1")),
+            (json!("claim.flagged"), json!("CLM-MARK"))
+        ],
+        "the claim is delivered once, with its first decision's time"
+    );
 }
 
 /// Two processes share the fraud stage, then one leaves: the other takes its partitions

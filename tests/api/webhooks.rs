@@ -38,14 +38,14 @@ crate::all_backends!(
 
 /// What the receiver answers to one request.
 #[derive(Debug, Clone, Copy)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     /// Holds the request this long, then answers 200.
     Hang(Duration),
 }
 
 #[derive(Debug, Clone)]
-struct Hit {
+pub(crate) struct Hit {
     /// When it arrived, by the wall clock: the clock the service schedules retries by,
     /// so that a step of the system's clock moves both alike.
     at: SystemTime,
@@ -61,7 +61,7 @@ impl Hit {
             .unwrap_or_default()
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 
@@ -75,14 +75,14 @@ impl Hit {
 }
 
 #[derive(Clone)]
-struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     hits: Arc<Mutex<Vec<Hit>>>,
 }
 
 impl Receiver {
     /// A receiver answering `script` in order, then 200.
-    async fn start(script: &[Answer]) -> Self {
+    pub(crate) async fn start(script: &[Answer]) -> Self {
         let hits: Arc<Mutex<Vec<Hit>>> = Arc::default();
         let script = Arc::new(Mutex::new(script.iter().copied().collect::<VecDeque<_>>()));
         let (h, s) = (hits.clone(), script.clone());
@@ -113,16 +113,16 @@ impl Receiver {
         Self { addr, hits }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
 
-    fn hits(&self) -> Vec<Hit> {
+    pub(crate) fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
 
     /// Waits until `n` requests arrived; answers them.
-    async fn wait_for(&self, n: usize, within: Duration) -> Vec<Hit> {
+    pub(crate) async fn wait_for(&self, n: usize, within: Duration) -> Vec<Hit> {
         let deadline = Instant::now() + within;
         loop {
             let hits = self.hits();
@@ -139,7 +139,7 @@ impl Receiver {
     }
 
     /// Waits until an event of `claim_id` arrived.
-    async fn wait_for_claim(&self, claim_id: &str, within: Duration) {
+    pub(crate) async fn wait_for_claim(&self, claim_id: &str, within: Duration) {
         let deadline = Instant::now() + within;
         while !self
             .hits()
@@ -186,7 +186,13 @@ async fn fast_app(b: Backend) -> TestApp {
     .await
 }
 
-async fn subscribe(app: &TestApp, s: &Session, url: &str, events: &[&str], secret: &str) -> String {
+pub(crate) async fn subscribe(
+    app: &TestApp,
+    s: &Session,
+    url: &str,
+    events: &[&str],
+    secret: &str,
+) -> String {
     let r = app
         .call(
             Method::POST,

@@ -23,10 +23,11 @@ use crate::webhooks::{Handoff, Reserved};
 /// record. It sorts by the event's time ([`ordered_name_id`]): deliveries and their
 /// attempts are keyed by it, and a random id put each insert on a page of its own in
 /// both tables' keys, so every batch rewrote a page per delivery there, more of them the
-/// larger the tables grew. An event made again with another time (it keeps its id: on
-/// Kafka, a claim decided twice by a decide stage that crashed before its commit) gets
-/// another delivery id, and is still queued once: a delivery is unique per subscription
-/// and event id too (docs/decisions.md, "Webhooks").
+/// larger the tables grew. The delivery id is the only key that keeps an event queued
+/// once, so an event must keep its time: a claim decided again later (on Kafka, by a
+/// decide stage that crashed before its commit) is held by the store only if its time
+/// is the first decision's, and its events are published only then
+/// (`Store::write_decisions`; docs/decisions.md, "Webhooks").
 pub fn delivery_id(webhook_id: &str, event: &DomainEvent) -> String {
     let at = parse_rfc3339_ms(&event.timestamp).unwrap_or(0);
     ordered_name_id("dlv", at, &format!("{webhook_id}/{}", event.id))

@@ -200,23 +200,28 @@ pub(crate) async fn append(
     append_checked(tx, backend, &prepared, true).await
 }
 
-/// The stored `details` of those of `ids` already recorded.
+/// The time and `details` of those of `ids` already recorded.
 pub(crate) async fn recorded_details(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     backend: Backend,
     ids: &[&str],
-) -> Result<std::collections::HashMap<String, String>, StoreError> {
+) -> Result<std::collections::HashMap<String, (i64, String)>, StoreError> {
     let mut found = std::collections::HashMap::new();
     for chunk in ids.chunks(ROWS_PER_STATEMENT) {
         let sql = format!(
-            "SELECT audit_id, details FROM audit_records WHERE audit_id IN ({})",
+            "SELECT audit_id, at, details FROM audit_records WHERE audit_id IN ({})",
             placeholders(backend, 1, chunk.len())
         );
-        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+        let mut q = sqlx::query_as::<_, (String, i64, String)>(&sql);
         for id in chunk {
             q = q.bind(*id);
         }
-        found.extend(q.fetch_all(&mut **tx).await?);
+        found.extend(
+            q.fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(|(id, at, details)| (id, (at, details))),
+        );
     }
     Ok(found)
 }

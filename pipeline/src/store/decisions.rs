@@ -482,9 +482,11 @@ impl Store {
     /// Answers, for each decision, whether it is the one the store holds for its claim
     /// and version: its audit record is new, or was written before by this same decision
     /// (a redelivery). A decision that differs from the one already recorded for its
-    /// version writes nothing, and its events must not be published: it comes from a
-    /// redelivered input decided again against state that had moved on (the fraud stage
-    /// scoring a claim after later claims of its batch), and the first one stands.
+    /// version, in what it says or when it was made, writes nothing, and its events
+    /// must not be published: it comes from a redelivered input decided again (on
+    /// Kafka, by a stage that crashed before committing its offset), against state that
+    /// had moved on (the fraud stage scoring a claim after later claims of its batch)
+    /// or only later, and the first one stands.
     ///
     /// `texts`: per decision, what the store writes of it, when it was made ahead (see
     /// [`PreparedDecisions::with`]); empty when none was.
@@ -528,13 +530,17 @@ impl Store {
         };
         for (i, e) in entries.iter().map(|e| &e.entry).enumerate() {
             match recorded.get(&e.audit_id) {
-                Some(details) => check.held.push(
-                    *details == e.details
-                        || (prepared.rows[i].d.status == ClaimStatus::PendingReview
-                            && same_but_estimate(details, &e.details)),
+                // The time too: a decision made again later, even alike, is not the one
+                // recorded. Its events would carry the ids of the first one's with
+                // another time, and a receiver would be told the claim twice.
+                Some((at, details)) => check.held.push(
+                    *at == e.at
+                        && (*details == e.details
+                            || (prepared.rows[i].d.status == ClaimStatus::PendingReview
+                                && same_but_estimate(details, &e.details))),
                 ),
                 None => {
-                    recorded.insert(e.audit_id.clone(), e.details.clone());
+                    recorded.insert(e.audit_id.clone(), (e.at, e.details.clone()));
                     check.held.push(true);
                     check.fresh.push(i);
                 }
