@@ -11,7 +11,7 @@ use schemas::TenantId;
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::{ms_to_rfc3339, Clock};
-use crate::model::{DomainEvent, EventKind};
+use crate::model::{derived_id, DomainEvent, EventKind};
 use crate::store::{AttemptOutcome, Store, StoreError};
 
 /// How long a subscription's attempts must all have failed before it is disabled.
@@ -27,6 +27,34 @@ pub const REASON: &str = "every delivery failed for 24 hours (at least 20 attemp
 /// Whether a streak of failures disables its subscription at `now`.
 pub fn disables(failures: i64, since: Option<i64>, now: i64) -> bool {
     failures >= MIN_FAILURES && since.is_some_and(|s| now - s >= FAILING_FOR.as_millis() as i64)
+}
+
+/// `webhook.disabled` of a subscription disabled at `at`. Its id names the time too: a
+/// subscription enabled again can be disabled again, and a receiver that drops an event
+/// id it has seen (the `webhook-id` header is the event's id, as Standard Webhooks
+/// libraries expect) would otherwise drop the second one. The store disables a
+/// subscription once per time (the row says when), so the event is made once.
+pub fn disabled_event(tenant_id: &TenantId, webhook_id: &str, url: &str, at: i64) -> DomainEvent {
+    let at_text = ms_to_rfc3339(at);
+    let mut event = DomainEvent::new(
+        EventKind::WebhookDisabled,
+        tenant_id,
+        webhook_id,
+        at_text.clone(),
+        serde_json::json!({
+            "webhook_id": webhook_id,
+            "url": url,
+            "reason": REASON,
+            "disabled_at": at_text,
+        }),
+    );
+    event.id = derived_id(
+        "evt",
+        tenant_id,
+        webhook_id,
+        &format!("{}/{at}", EventKind::WebhookDisabled.as_str()),
+    );
+    event
 }
 
 #[derive(Debug, Clone)]
@@ -90,18 +118,7 @@ impl Health {
         };
         let tenant_id = TenantId::parse(&d.tenant_id)
             .map_err(|e| StoreError::Corrupt(format!("webhook {webhook_id}: tenant id: {e}")))?;
-        let event = DomainEvent::new(
-            EventKind::WebhookDisabled,
-            &tenant_id,
-            webhook_id,
-            ms_to_rfc3339(d.at),
-            serde_json::json!({
-                "webhook_id": webhook_id,
-                "url": d.url,
-                "reason": REASON,
-                "disabled_at": ms_to_rfc3339(d.at),
-            }),
-        );
+        let event = disabled_event(&tenant_id, webhook_id, &d.url, d.at);
         let message = Message {
             key: format!("{}/{webhook_id}", d.tenant_id),
             value: serde_json::to_vec(&event).map_err(|e| StoreError::Config(e.to_string()))?,
@@ -128,5 +145,19 @@ mod tests {
         assert!(!disables(19, Some(0), day), "too few");
         assert!(!disables(500, Some(1), day), "not a day yet");
         assert!(!disables(0, None, day));
+    }
+
+    #[test]
+    fn each_disabling_of_a_subscription_is_an_event_of_its_own() {
+        let acme = TenantId::parse("acme").unwrap();
+        let first = disabled_event(&acme, "wh_1", "https://example.com/h", 1_000);
+        let again = disabled_event(&acme, "wh_1", "https://example.com/h", 1_000);
+        let later = disabled_event(&acme, "wh_1", "https://example.com/h", 90_000_000);
+        let other = disabled_event(&acme, "wh_2", "https://example.com/h", 1_000);
+        assert_eq!(first, again, "made again, the same event");
+        assert_ne!(first.id, later.id, "disabled again later: another event");
+        assert_ne!(first.id, other.id);
+        assert_eq!(later.event, "webhook.disabled");
+        assert_eq!(later.value()["disabled_at"], later.timestamp.as_str());
     }
 }
