@@ -646,7 +646,15 @@ async fn a_delivery_is_queued_once_and_only_for_an_enabled_subscription(b: Backe
         .into_iter()
         .map(|(subscription, _)| subscription)
         .collect();
-    let fanned = || pipeline::stages::webhooks::process(&event, &subscriptions);
+    // Leased far ahead too, as the stage's own deliveries are not: a sender would
+    // otherwise take them and call the receiver.
+    let fanned = || {
+        let mut deliveries = pipeline::stages::webhooks::process(&event, &subscriptions);
+        for d in &mut deliveries {
+            d.leased_until = Some(i64::MAX / 2);
+        }
+        deliveries
+    };
     let mut first = fanned()
         .iter()
         .map(|d| d.webhook_id.clone())
