@@ -7,8 +7,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::claims::{claim, ready_tenant, submit};
+use crate::support::receiver::{subscribe, Receiver};
 use crate::support::{Backend, Session, TestApp};
-use crate::webhooks::{subscribe, Receiver};
 
 crate::all_backends!(
     a_clean_claim_is_adjudicated_with_fee_schedule_caps_and_announced,

@@ -64,8 +64,33 @@ impl DomainEvent {
         timestamp: String,
         data: impl Serialize,
     ) -> Self {
+        Self::occurrence(kind, tenant_id, subject, None, timestamp, data)
+    }
+
+    /// [`Self::new`] for a kind that can happen to its subject more than once (a claim
+    /// decided again by a job, a subscription disabled again): `tag` names the
+    /// occurrence, and the id derives from it too, so that each occurrence is an event
+    /// of its own and the same occurrence produced twice keeps one id. No tag is the
+    /// first and only occurrence, with the id [`Self::new`] gives.
+    pub fn occurrence(
+        kind: EventKind,
+        tenant_id: &TenantId,
+        subject: &str,
+        tag: Option<&str>,
+        timestamp: String,
+        data: impl Serialize,
+    ) -> Self {
+        let id = match tag {
+            None => derived_id("evt", tenant_id, subject, kind.as_str()),
+            Some(tag) => derived_id(
+                "evt",
+                tenant_id,
+                subject,
+                &format!("{tag}/{}", kind.as_str()),
+            ),
+        };
         Self {
-            id: derived_id("evt", tenant_id, subject, kind.as_str()),
+            id,
             event: kind.as_str().to_owned(),
             tenant_id: tenant_id.clone(),
             timestamp,

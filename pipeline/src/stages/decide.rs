@@ -31,8 +31,7 @@ use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, Clock};
 use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::{
-    derived_id, ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind,
-    PlanFacts,
+    ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind, PlanFacts,
 };
 use crate::rules::{ContractFacts, Evaluation};
 use crate::topics::Topics;
@@ -280,16 +279,14 @@ pub fn decide(
         String::new()
     };
     let event = |kind: EventKind, data: serde_json::Value| {
-        let mut e = DomainEvent::new(kind, tenant_id, claim_id, timestamp.clone(), data);
-        if let Some(tag) = &again {
-            e.id = derived_id(
-                "evt",
-                tenant_id,
-                claim_id,
-                &format!("{tag}/{}", kind.as_str()),
-            );
-        }
-        e
+        DomainEvent::occurrence(
+            kind,
+            tenant_id,
+            claim_id,
+            again.as_deref(),
+            timestamp.clone(),
+            data,
+        )
     };
     let replaced = replaced.filter(|_| again.is_none());
     let mut events = Vec::new();

@@ -11,7 +11,7 @@ use schemas::TenantId;
 
 use crate::bus::{Bus, Message, TopicSpec};
 use crate::clock::{ms_to_rfc3339, Clock};
-use crate::model::{derived_id, DomainEvent, EventKind};
+use crate::model::{DomainEvent, EventKind};
 use crate::store::{AttemptOutcome, Store, StoreError};
 
 /// How long a subscription's attempts must all have failed before it is disabled.
@@ -36,10 +36,11 @@ pub fn disables(failures: i64, since: Option<i64>, now: i64) -> bool {
 /// subscription once per time (the row says when), so the event is made once.
 pub fn disabled_event(tenant_id: &TenantId, webhook_id: &str, url: &str, at: i64) -> DomainEvent {
     let at_text = ms_to_rfc3339(at);
-    let mut event = DomainEvent::new(
+    DomainEvent::occurrence(
         EventKind::WebhookDisabled,
         tenant_id,
         webhook_id,
+        Some(&at.to_string()),
         at_text.clone(),
         serde_json::json!({
             "webhook_id": webhook_id,
@@ -47,14 +48,7 @@ pub fn disabled_event(tenant_id: &TenantId, webhook_id: &str, url: &str, at: i64
             "reason": REASON,
             "disabled_at": at_text,
         }),
-    );
-    event.id = derived_id(
-        "evt",
-        tenant_id,
-        webhook_id,
-        &format!("{}/{at}", EventKind::WebhookDisabled.as_str()),
-    );
-    event
+    )
 }
 
 #[derive(Debug, Clone)]

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod clamd;
 pub mod documents;
 pub mod jwt;
+pub mod receiver;
 #[path = "../../support/x12.rs"]
 pub mod x12gen;
 
