@@ -80,17 +80,12 @@ impl DomainEvent {
         timestamp: String,
         data: impl Serialize,
     ) -> Self {
-        let id = match tag {
-            None => derived_id("evt", tenant_id, subject, kind.as_str()),
-            Some(tag) => derived_id(
-                "evt",
-                tenant_id,
-                subject,
-                &format!("{tag}/{}", kind.as_str()),
-            ),
+        let what = match tag {
+            None => std::borrow::Cow::Borrowed(kind.as_str()),
+            Some(tag) => std::borrow::Cow::Owned(format!("{tag}/{}", kind.as_str())),
         };
         Self {
-            id,
+            id: derived_id("evt", tenant_id, subject, &what),
             event: kind.as_str().to_owned(),
             tenant_id: tenant_id.clone(),
             timestamp,
