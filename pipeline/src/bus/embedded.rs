@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::codec;
 use super::record::{partition_for, Message, Record};
 use super::topic::TopicSpec;
 use super::BusError;
@@ -39,7 +40,7 @@ pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
 /// few dozen claims made the writer the bottleneck of intake and of every stage
 /// (measurements: docs/decisions.md, "The embedded log").
 pub const LINGER: Duration = Duration::from_millis(10);
-/// Rows per INSERT statement (SQLite allows 32,766 bound values; 6 per row).
+/// Rows per INSERT statement (SQLite allows 32,766 bound values; 7 per row).
 const ROWS_PER_INSERT: usize = 2000;
 
 #[derive(Debug, Clone)]
@@ -181,25 +182,28 @@ impl EmbeddedLog {
             placed.push((*p, *slot));
             *slot += 1;
         }
+        let values: Vec<_> = messages.iter().map(|m| codec::stored(&m.value)).collect();
         for chunk in messages
             .iter()
             .zip(&placed)
+            .zip(&values)
             .collect::<Vec<_>>()
             .chunks(ROWS_PER_INSERT)
         {
             let sql = format!(
-                "INSERT INTO bus_records (topic, partition, \"offset\", record_key, value, timestamp_ms) VALUES {}",
-                values_list(self.store.backend(), chunk.len(), 6)
+                "INSERT INTO bus_records (topic, partition, \"offset\", record_key, value, timestamp_ms, codec) VALUES {}",
+                values_list(self.store.backend(), chunk.len(), 7)
             );
             let mut q = sqlx::query(&sql);
-            for (m, (p, o)) in chunk {
+            for ((m, (p, o)), (codec, value)) in chunk {
                 q = q
                     .bind(&topic.name)
                     .bind(i64::from(*p))
                     .bind(*o)
                     .bind(&m.key)
-                    .bind(&m.value)
-                    .bind(now);
+                    .bind(value.as_ref())
+                    .bind(now)
+                    .bind(*codec as i64);
             }
             q.execute(&mut **tx).await.map_err(StoreError::from)?;
         }
@@ -291,7 +295,7 @@ impl EmbeddedLog {
     /// Every record of the topic, in order per partition.
     pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
         let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
              WHERE topic = $1 ORDER BY partition, \"offset\"",
         )
         .bind(&topic.name)
@@ -330,7 +334,7 @@ impl EmbeddedLog {
         to: i64,
     ) -> Result<Vec<Record>, BusError> {
         let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
              WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 AND \"offset\" < $4 \
              ORDER BY \"offset\"",
         )
@@ -532,7 +536,7 @@ impl EmbeddedLog {
     /// The latest `limit` records of `topic` over all its partitions, oldest first.
     pub async fn latest(&self, topic: &str, limit: usize) -> Result<Vec<Record>, BusError> {
         let mut rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
              WHERE topic = $1 ORDER BY timestamp_ms DESC, partition DESC, \"offset\" DESC LIMIT $2",
         )
         .bind(topic)
@@ -609,6 +613,7 @@ struct Row {
     record_key: String,
     value: Vec<u8>,
     timestamp_ms: i64,
+    codec: i64,
 }
 
 impl Row {
@@ -618,7 +623,7 @@ impl Row {
             partition: self.partition as u32,
             offset: self.offset,
             key: self.record_key,
-            value: self.value,
+            value: codec::published(self.codec, self.value),
             timestamp_ms: self.timestamp_ms,
         }
     }
@@ -733,7 +738,7 @@ impl EmbeddedConsumer {
             None => self.committed(&topic.name, p).await?,
         };
         let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms FROM bus_records \
+            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
              WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 ORDER BY \"offset\" LIMIT $4",
         )
         .bind(&topic.name)

@@ -13,6 +13,7 @@
 //! Work that must commit together with rows of the store (an accepted claim and its
 //! command) uses [`Bus::append_in`] inside the store transaction, then [`Bus::wake`].
 
+mod codec;
 pub mod embedded;
 mod error;
 mod inspect;
