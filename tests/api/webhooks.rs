@@ -1,7 +1,8 @@
 //! Webhooks (spec: Events, Signature, Delivery rules; contract: Webhooks), against a
 //! real receiver (`support::receiver`): a small axum server on port 0 that records what
-//! arrives and answers as each test scripts it. Signatures are checked with the `hmac` crate directly and
-//! with Python's `standardwebhooks` package, never with the service's signing code.
+//! arrives and answers as each test scripts it. Signatures are checked with the `hmac`
+//! crate directly and with Python's `standardwebhooks` package, never with the
+//! service's signing code.
 
 use std::time::{Duration, Instant};
 

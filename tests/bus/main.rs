@@ -801,8 +801,8 @@ async fn outputs_and_the_commit_of_their_inputs_land_together(b: Backend) {
         .is_empty());
 }
 
-/// A decision's record is a few KiB of JSON; the log keeps it compressed, and every
-/// read (a consumer's poll, a scan, the latest records) hands it back as published.
+/// A decision's record is a few KiB of JSON; the log keeps it compressed, and its reads
+/// (a consumer's poll, a scan: all go through one row type) hand it back as published.
 async fn large_values_are_stored_compressed_and_read_back_as_published(b: Backend) {
     let f = fixture(b).await;
     let t = topic("large", false);

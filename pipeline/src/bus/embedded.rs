@@ -294,10 +294,9 @@ impl EmbeddedLog {
 
     /// Every record of the topic, in order per partition.
     pub async fn scan(&self, topic: &TopicSpec) -> Result<Vec<Record>, BusError> {
-        let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
-             WHERE topic = $1 ORDER BY partition, \"offset\"",
-        )
+        let rows = sqlx::query_as::<_, Row>(&format!(
+            "{ROWS} WHERE topic = $1 ORDER BY partition, \"offset\""
+        ))
         .bind(&topic.name)
         .fetch_all(self.store.reader())
         .await
@@ -333,11 +332,10 @@ impl EmbeddedLog {
         from: i64,
         to: i64,
     ) -> Result<Vec<Record>, BusError> {
-        let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
-             WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 AND \"offset\" < $4 \
-             ORDER BY \"offset\"",
-        )
+        let rows = sqlx::query_as::<_, Row>(&format!(
+            "{ROWS} WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 AND \"offset\" < $4 \
+             ORDER BY \"offset\""
+        ))
         .bind(&topic.name)
         .bind(i64::from(partition))
         .bind(from)
@@ -535,10 +533,9 @@ impl EmbeddedLog {
 
     /// The latest `limit` records of `topic` over all its partitions, oldest first.
     pub async fn latest(&self, topic: &str, limit: usize) -> Result<Vec<Record>, BusError> {
-        let mut rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
-             WHERE topic = $1 ORDER BY timestamp_ms DESC, partition DESC, \"offset\" DESC LIMIT $2",
-        )
+        let mut rows = sqlx::query_as::<_, Row>(&format!(
+            "{ROWS} WHERE topic = $1 ORDER BY timestamp_ms DESC, partition DESC, \"offset\" DESC LIMIT $2"
+        ))
         .bind(topic)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(self.store.reader())
@@ -605,6 +602,10 @@ pub struct EmbeddedConsumer {
     takes: u64,
     assignments: super::Assignments,
 }
+
+/// The columns of a [`Row`], for every read of records.
+const ROWS: &str =
+    "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -737,10 +738,9 @@ impl EmbeddedConsumer {
             Some(o) => *o,
             None => self.committed(&topic.name, p).await?,
         };
-        let rows = sqlx::query_as::<_, Row>(
-            "SELECT partition, \"offset\", record_key, value, timestamp_ms, codec FROM bus_records \
-             WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 ORDER BY \"offset\" LIMIT $4",
-        )
+        let rows = sqlx::query_as::<_, Row>(&format!(
+            "{ROWS} WHERE topic = $1 AND partition = $2 AND \"offset\" >= $3 ORDER BY \"offset\" LIMIT $4"
+        ))
         .bind(&topic.name)
         .bind(i64::from(p))
         .bind(from)
