@@ -22,8 +22,9 @@ pub struct Settings {
     /// `sqlite:…` or `postgres://…`; default SQLite at `$CLAIMS_DATA_DIR/claims.db`
     /// (`CLAIMS_DATABASE_URL`).
     pub database_url: Option<String>,
-    /// Connections per database pool (`CLAIMS_DATABASE_MAX_CONNECTIONS`).
-    pub database_max_connections: u32,
+    /// Connections per database pool; unset, 16 on PostgreSQL and two readers per core
+    /// (4 to 16) on SQLite (`CLAIMS_DATABASE_MAX_CONNECTIONS`).
+    pub database_max_connections: Option<u32>,
     /// RSA private key (PKCS#8 PEM) that signs access tokens; default
     /// `$CLAIMS_DATA_DIR/keys/signing.pem`, generated when missing (`CLAIMS_JWT_KEY_FILE`).
     pub jwt_key_file: Option<PathBuf>,
@@ -130,7 +131,7 @@ impl Default for Settings {
             data_dir: PathBuf::from("./data"),
             http_addr: "127.0.0.1:8080".into(),
             database_url: None,
-            database_max_connections: 16,
+            database_max_connections: None,
             jwt_key_file: None,
             jwt_issuer: "claims-service".into(),
             session_ttl_secs: 7 * 24 * 3600,
@@ -188,7 +189,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub http_addr: SocketAddr,
     pub store: StoreChoice,
-    pub database_max_connections: u32,
+    pub database_max_connections: Option<u32>,
     pub jwt_key_file: PathBuf,
     pub api: api::ApiConfig,
     pub log_format: LogFormat,
@@ -238,7 +239,7 @@ impl Config {
         } else {
             bail!("CLAIMS_DATABASE_URL must start with sqlite: or postgres://");
         };
-        if s.database_max_connections == 0 {
+        if s.database_max_connections == Some(0) {
             bail!("CLAIMS_DATABASE_MAX_CONNECTIONS must be at least 1");
         }
         if s.session_ttl_secs < 60 {
@@ -431,6 +432,8 @@ mod tests {
         assert_eq!(c.jwt_key_file, PathBuf::from("./data/keys/signing.pem"));
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert!(c.api.cookie_secure);
+        // Unset, so that the store picks its backend's own default.
+        assert_eq!(c.database_max_connections, None);
     }
 
     #[test]
@@ -457,6 +460,11 @@ mod tests {
             ..Settings::default()
         };
         assert!(Config::from_settings(bad_addr).is_err());
+        let no_connections = Settings {
+            database_max_connections: Some(0),
+            ..Settings::default()
+        };
+        assert!(Config::from_settings(no_connections).is_err());
     }
 
     #[test]
@@ -468,7 +476,9 @@ mod tests {
                 "http_addr = \"127.0.0.1:9000\"\ncookie_secure = false\njwt_issuer = \"from-file\"",
             )?;
             jail.set_env("CLAIMS_JWT_ISSUER", "from-env");
+            jail.set_env("CLAIMS_DATABASE_MAX_CONNECTIONS", "6");
             let c = Config::load(Some(Path::new("claims.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(c.database_max_connections, Some(6));
             assert_eq!(c.http_addr.port(), 9000);
             assert!(!c.api.cookie_secure);
             assert_eq!(c.api.issuer, "from-env");

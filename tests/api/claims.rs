@@ -215,7 +215,7 @@ async fn intake_refuses_bad_claims_with_the_contract_errors_and_stores_nothing(b
 }
 
 async fn fifty_simultaneous_submissions_of_one_claim_id_accept_exactly_one(b: Backend) {
-    let app = TestApp::spawn_with(b, |s| s.database_max_connections = 8).await;
+    let app = TestApp::spawn_with(b, |s| s.database_max_connections = Some(8)).await;
     let s = ready_tenant(&app, "acme").await;
     let body = claim("CLM-RACE");
     let replies = futures::future::join_all((0..50).map(|_| submit(&app, &s, body.clone()))).await;

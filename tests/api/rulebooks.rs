@@ -298,7 +298,7 @@ async fn an_expression_that_does_not_compile_is_refused_with_its_field(b: Backen
 }
 
 async fn many_simultaneous_publishes_leave_exactly_one_active_rulebook(b: Backend) {
-    let app = TestApp::spawn_with(b, |s| s.database_max_connections = 8).await;
+    let app = TestApp::spawn_with(b, |s| s.database_max_connections = Some(8)).await;
     let w = app.session("acme", "rulebooks:write rulebooks:read").await;
     let mut ids = Vec::new();
     for i in 0..12 {

@@ -54,7 +54,7 @@ buses!(
         trim_keeps_records_younger_than_retention_and_removes_a_long_run_in_chunks,
         concurrent_publishers_get_distinct_gapless_offsets,
         outputs_and_the_commit_of_their_inputs_land_together,
-        a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_an_eighth,
+        a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_enough,
         a_poll_whose_read_fails_part_way_hands_out_nothing_and_passes_nothing_by,
         upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held,
         large_values_are_stored_compressed_and_read_back_as_published,
@@ -260,11 +260,12 @@ async fn a_waiting_consumer_wakes_as_soon_as_a_record_is_published(b: Backend) {
     assert!(waited < Duration::from_secs(5), "waited {waited:?}");
 }
 
-/// On the embedded log a poll that finds fewer than an eighth of its batch goes on
-/// taking what each publish adds until it holds an eighth or the linger ends
-/// (`bus::embedded::LINGER`, made long here so that timing cannot decide the test): a
-/// trickle reaches a stage in larger batches, each one turn on the writer.
-async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_an_eighth(
+/// On the embedded log a poll that finds fewer than 125 records (a quarter of its batch
+/// when that is less) goes on taking what each publish adds until it holds that many
+/// or the linger ends (`bus::embedded::LINGER`, made long here so that timing cannot
+/// decide the test): a trickle reaches a stage in larger batches, each one turn on the
+/// writer, whatever the stage's batch size.
+async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds_enough(
     b: Backend,
 ) {
     let f = fixture(b).await;
@@ -275,31 +276,32 @@ async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds
     bus.publish(&t, &[msg("a", "1")]).await.unwrap();
     let publisher = bus.clone();
     let t2 = t.clone();
-    // 1 + 5 + 6 records: an eighth of a batch of 100 after the third publish.
+    // 1 + 70 + 54 records: 125 after the third publish, for a poll of 500 (an eighth of
+    // which, 62, the second publish passes).
     let later = tokio::spawn(async move {
-        for (prefix, n) in [("b", 5), ("c", 6)] {
+        for (prefix, n) in [("b", 70), ("c", 54)] {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let records: Vec<Message> = (0..n).map(|i| msg(&format!("{prefix}{i}"), "v")).collect();
             publisher.publish(&t2, &records).await.unwrap();
         }
     });
     let started = Instant::now();
-    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    let got = c.poll(500, Duration::from_secs(30)).await.unwrap();
     let waited = started.elapsed();
     later.await.unwrap();
     let keys: HashSet<&str> = got.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(
         keys.len(),
-        12,
+        125,
         "one batch holds all three publishes: {keys:?}"
     );
-    // Handed out when the third publish made an eighth, not at the end of the linger.
+    // Handed out when the third publish made 125, not at the end of the linger.
     assert!(waited < Duration::from_secs(2), "waited {waited:?}");
 
     // With nothing more published, what it found comes out when the linger ends.
     bus.publish(&t, &[msg("c", "3")]).await.unwrap();
     let started = Instant::now();
-    let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
+    let got = c.poll(500, Duration::from_secs(30)).await.unwrap();
     let waited = started.elapsed();
     assert_eq!(got.len(), 1);
     assert!(
@@ -307,12 +309,12 @@ async fn a_poll_that_finds_a_few_records_takes_what_publishes_add_until_it_holds
         "waited {waited:?}"
     );
 
-    // A batch of an eighth or more is handed out at once.
-    let many: Vec<Message> = (0..20).map(|i| msg(&format!("k{i}"), "v")).collect();
+    // A poll of 100 waits for a quarter of it, not for 125: 25 are handed out at once.
+    let many: Vec<Message> = (0..25).map(|i| msg(&format!("k{i}"), "v")).collect();
     bus.publish(&t, &many).await.unwrap();
     let started = Instant::now();
     let got = c.poll(100, Duration::from_secs(30)).await.unwrap();
-    assert_eq!(got.len(), 20);
+    assert_eq!(got.len(), 25);
     assert!(started.elapsed() < linger, "waited {:?}", started.elapsed());
 }
 

@@ -33,13 +33,18 @@ use crate::store::{values_list, Backend, Store, StoreError};
 pub const LEASE: Duration = Duration::from_secs(5);
 /// How often a waiting consumer looks for records published by another process.
 pub const CROSS_PROCESS_POLL: Duration = Duration::from_millis(200);
-/// How long a poll that found fewer than an eighth of its batch goes on taking what
-/// each publish adds, until it holds an eighth, before it hands them out. On SQLite
+/// How long a poll that found fewer than [`LINGER_RECORDS`] goes on taking what each
+/// publish adds, until it holds that many, before it hands them out. On SQLite
 /// every batch a stage handles is a transaction on the one writer, and each page it
 /// dirties is written whole into the write-ahead log: at a steady rate, batches of a
 /// few dozen claims made the writer the bottleneck of intake and of every stage
 /// (measurements: docs/decisions.md, "The embedded log").
 pub const LINGER: Duration = Duration::from_millis(10);
+/// What a lingering poll waits to hold: 125 records, or a quarter of its batch when
+/// that is less. A number of records rather than a share of the batch, so that a
+/// smaller batch (the stages' 500 on this log) does not make the turns on the writer
+/// at a steady rate smaller and more frequent too.
+const LINGER_RECORDS: usize = 125;
 /// Rows per INSERT statement (SQLite allows 32,766 bound values; 7 per row).
 const ROWS_PER_INSERT: usize = 2000;
 
@@ -662,7 +667,7 @@ impl EmbeddedConsumer {
             let mut records = self.read(moved, max).await?;
             if !records.is_empty() {
                 let until = (Instant::now() + self.log.linger).min(deadline);
-                while records.len() < max / 8 && Instant::now() < until {
+                while records.len() < LINGER_RECORDS.min(max / 4) && Instant::now() < until {
                     // As for the first read: wake-ups registered before each read.
                     let left = until.saturating_duration_since(Instant::now());
                     let _ = tokio::time::timeout(left, futures_select_all(notified)).await;

@@ -199,7 +199,7 @@ impl TestApp {
             data_dir: dir.path().to_owned(),
             http_addr: "127.0.0.1:0".into(),
             database_url: Some(db.url.clone()),
-            database_max_connections: 4,
+            database_max_connections: Some(4),
             ..Settings::default()
         };
         tweak(&mut settings);
