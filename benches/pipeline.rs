@@ -337,9 +337,21 @@ async fn run() {
         }
     }
     .unwrap();
-    let ceiling = store_ceiling(&ceiling_store, n, BATCH, bytes_per_claim as usize).await;
+    let decide_batch = if bus == "Kafka" {
+        pipeline::stages::KAFKA_BATCH
+    } else {
+        pipeline::stages::EMBEDDED_BATCH
+    };
+    let ceiling = store_ceiling(
+        &ceiling_store,
+        n,
+        BATCH,
+        decide_batch,
+        bytes_per_claim as usize,
+    )
+    .await;
     println!(
-        "ceiling, store: {ceiling:>9.0} claims/s ({bytes_per_claim:.0} bytes per claim in two commits per {BATCH} claims, as the service wrote them); end to end / store ceiling = {:.2}",
+        "ceiling, store: {ceiling:>9.0} claims/s ({bytes_per_claim:.0} bytes per claim; per {BATCH} claims one commit of their intake and commits of {decide_batch} of their decisions, as the service wrote them); end to end / store ceiling = {:.2}",
         e2e_rate / ceiling
     );
 }

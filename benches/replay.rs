@@ -86,7 +86,7 @@ async fn run() {
         "replay: {rate:>9.0} claims/s ({rebuilt} claims, {} decisions rebuilt in {secs:.2} s, process start included); peak RSS {rss:.0} MiB",
         result["rebuilt"]["decisions"]
     );
-    let ceiling = store_ceiling(&target, n, PAGE, bytes_per_claim as usize).await;
+    let ceiling = store_ceiling(&target, n, PAGE, PAGE, bytes_per_claim as usize).await;
     println!(
         "ceiling, store: {ceiling:>9.0} claims/s ({bytes_per_claim:.0} bytes per claim in two commits per {PAGE} claims, as the rebuild wrote them); replay / store ceiling = {:.2} (goal: at least 0.5)",
         rate / ceiling

@@ -94,7 +94,7 @@ impl Server {
             store: state.store.clone(),
             config: state.config_cache.clone(),
             topics: state.topics.clone(),
-            batch_size: stage_batch(&state.bus),
+            batch_size: pipeline::stages::batch_size(&state.bus),
             fuse: self.fuse_stages,
             webhooks: self.webhooks,
             uploads: self.uploads.clone(),
@@ -161,21 +161,6 @@ impl Server {
         while tasks.join_next().await.is_some() {}
         state.store.close().await;
         Ok(())
-    }
-}
-
-/// Records a stage takes per batch: large enough to amortise a transaction, small
-/// enough to keep latency and memory low. A batch and the one committing beside it are
-/// held whole with their decisions, events and texts, so this sets most of the peak
-/// RSS. On the embedded log 500: at a million claims through `scripts/bench` it kept the
-/// service's peak RSS under 300 MiB (276 and 282 MiB against 329 and 339 with 1,000),
-/// and at 100,000 claims decided as many a second (0.93 and 1.04 of 1,000 in alternating
-/// runs). On Kafka, whose stages run apart, 1,000 (measurements: docs/decisions.md,
-/// "The embedded log").
-fn stage_batch(bus: &Bus) -> usize {
-    match bus {
-        Bus::Embedded(_) => 500,
-        Bus::Kafka(_) => 1000,
     }
 }
 /// How often the embedded log is compacted and trimmed.

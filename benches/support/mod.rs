@@ -272,15 +272,16 @@ pub async fn store_bytes(store: &pipeline::store::Store) -> i64 {
 
 /// The store's durable-append ceiling in claims/s: `claims` claims of `bytes_per_claim`
 /// bytes appended to a table of their own in `store` (a fresh one, with the service's
-/// durability settings), as the embedded default commits them: per `batch` claims, one
-/// transaction for their intake and one for their decisions, each appending half of
-/// every claim's bytes as a row. No service, no encoding, no index but the key. On
+/// durability settings), as the service commits them: per `batch` claims, one
+/// transaction for their intake, then their decisions in transactions of `decide_batch`
+/// (the stages' batch), each appending half of every claim's bytes as a row. No service, no encoding, no index but the key. On
 /// SQLite the log is copied into the database file beside the writes, as the service
 /// and a rebuild do it (`store::Checkpointing`).
 pub async fn store_ceiling(
     store: &pipeline::store::Store,
     claims: usize,
     batch: usize,
+    decide_batch: usize,
     bytes_per_claim: usize,
 ) -> f64 {
     let mut tx = store.begin_write().await.unwrap();
@@ -298,12 +299,18 @@ pub async fn store_ceiling(
     let checkpoints = pipeline::store::Checkpointing::start(store);
     let started = Instant::now();
     let mut id: i64 = 0;
+    // Per `batch` claims one commit of their intake, then their decisions in commits of
+    // `decide_batch`, each row half the claim's bytes.
+    let mut commits = vec![batch];
+    commits.extend(
+        (0..batch.div_ceil(decide_batch)).map(|i| (batch - i * decide_batch).min(decide_batch)),
+    );
     for _ in 0..claims.div_ceil(batch) {
-        for _ in 0..2 {
+        for &size in &commits {
             let mut tx = store.begin_write().await.unwrap();
             // 500 rows per statement: two bound values a row, under every bind limit.
-            for chunk in 0..batch.div_ceil(500) {
-                let rows = (batch - chunk * 500).min(500);
+            for chunk in 0..size.div_ceil(500) {
+                let rows = (size - chunk * 500).min(500);
                 let values: Vec<String> = (0..rows)
                     .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
                     .collect();

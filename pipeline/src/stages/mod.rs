@@ -53,6 +53,25 @@ pub const NAMES: [&str; 10] = [
     "ocr",
 ];
 
+/// Records a stage takes per batch on the embedded log: large enough to amortise a
+/// transaction, small enough to keep latency and memory low. A batch and the one
+/// committing beside it are held whole with their decisions, events and texts, so this
+/// sets most of the peak RSS: at a million claims through `scripts/bench`, 500 kept the
+/// service under 300 MiB (276 and 282 MiB against 329 and 339 with 1,000), and at
+/// 100,000 claims decided as many a second (0.93 and 1.04 of 1,000 in alternating
+/// runs; docs/decisions.md, "The embedded log").
+pub const EMBEDDED_BATCH: usize = 500;
+/// Records a stage takes per batch on Kafka, whose stages run apart, as measured there.
+pub const KAFKA_BATCH: usize = 1000;
+
+/// The stages' batch size on `bus`.
+pub fn batch_size(bus: &Bus) -> usize {
+    match bus {
+        Bus::Embedded(_) => EMBEDDED_BATCH,
+        Bus::Kafka(_) => KAFKA_BATCH,
+    }
+}
+
 /// What the stages share.
 #[derive(Debug, Clone)]
 pub struct Deps {
