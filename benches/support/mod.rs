@@ -273,10 +273,11 @@ pub async fn store_bytes(store: &pipeline::store::Store) -> i64 {
 /// The store's durable-append ceiling in claims/s: `claims` claims of `bytes_per_claim`
 /// bytes appended to a table of their own in `store` (a fresh one, with the service's
 /// durability settings), as the service commits them: per `batch` claims, one
-/// transaction for their intake, then their decisions in transactions of `decide_batch`
-/// (the stages' batch), each appending half of every claim's bytes as a row. No service, no encoding, no index but the key. On
-/// SQLite the log is copied into the database file beside the writes, as the service
-/// and a rebuild do it (`store::Checkpointing`).
+/// transaction for their intake, then their decisions in transactions of
+/// `decide_batch` (the stages' batch), each appending half of every claim's bytes as a
+/// row. No service, no encoding, no index but the key. On SQLite the log is copied
+/// into the database file beside the writes, as the service and a rebuild do it
+/// (`store::Checkpointing`).
 pub async fn store_ceiling(
     store: &pipeline::store::Store,
     claims: usize,
@@ -299,8 +300,6 @@ pub async fn store_ceiling(
     let checkpoints = pipeline::store::Checkpointing::start(store);
     let started = Instant::now();
     let mut id: i64 = 0;
-    // Per `batch` claims one commit of their intake, then their decisions in commits of
-    // `decide_batch`, each row half the claim's bytes.
     let mut commits = vec![batch];
     commits.extend(
         (0..batch.div_ceil(decide_batch)).map(|i| (batch - i * decide_batch).min(decide_batch)),
