@@ -25,6 +25,11 @@ mod support;
 const BATCH: usize = 1000;
 const BATCH_CONCURRENCY: usize = 4;
 const SINGLE_CONCURRENCY: usize = 32;
+/// Single intake again with this many requests in flight: each answer waits for its
+/// group's commit on the store's writer, which takes turns with the stages', so at 32
+/// in flight the rate is bound by how long a turn takes; a payer sending claims one
+/// request each keeps many more in flight.
+const WIDE_CONCURRENCY: usize = 256;
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -41,9 +46,32 @@ async fn single_intake(
     ids: std::ops::Range<usize>,
     keyed: bool,
 ) -> f64 {
+    send_singles(client, base, token, ids, keyed, SINGLE_CONCURRENCY)
+        .await
+        .rate
+}
+
+/// What one stretch of single requests measured.
+struct Singles {
+    /// Requests answered 202 per second.
+    rate: f64,
+    /// Each request's time from sent to answered, in ms, sorted.
+    latencies: Vec<f64>,
+}
+
+/// Submits claims `ids` one request each, `in_flight` at once, with an
+/// `Idempotency-Key` each when `keyed`.
+async fn send_singles(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    ids: std::ops::Range<usize>,
+    keyed: bool,
+    in_flight: usize,
+) -> Singles {
     let count = ids.len();
     let started = Instant::now();
-    let ok = stream::iter(ids)
+    let mut latencies: Vec<f64> = stream::iter(ids)
         .map(|i| {
             let mut req = client
                 .post(format!("{base}/claims/intake"))
@@ -52,14 +80,22 @@ async fn single_intake(
             if keyed {
                 req = req.header("idempotency-key", format!("bench-{i}"));
             }
-            async move { req.send().await.unwrap().status().as_u16() == 202 }
+            async move {
+                let sent = Instant::now();
+                let accepted = req.send().await.unwrap().status().as_u16() == 202;
+                accepted.then(|| sent.elapsed().as_secs_f64() * 1e3)
+            }
         })
-        .buffer_unordered(SINGLE_CONCURRENCY)
-        .filter(|ok| std::future::ready(*ok))
-        .count()
+        .buffer_unordered(in_flight)
+        .filter_map(std::future::ready)
+        .collect()
         .await;
-    assert_eq!(ok, count, "every single claim accepted");
-    count as f64 / started.elapsed().as_secs_f64()
+    assert_eq!(latencies.len(), count, "every single claim accepted");
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    Singles {
+        rate: count as f64 / started.elapsed().as_secs_f64(),
+        latencies,
+    }
 }
 
 fn main() {
@@ -96,7 +132,7 @@ async fn run() {
     let mut child: Child = support::serve(bin, &envs, support::DECIDING);
 
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
+        .pool_max_idle_per_host(WIDE_CONCURRENCY)
         .timeout(Duration::from_secs(120))
         .build()
         .unwrap();
@@ -159,11 +195,32 @@ async fn run() {
         rss_drift * 100.0
     );
 
-    let started = Instant::now();
-    single_intake(&client, &base, &token, n..n + singles, false).await;
-    let single_secs = started.elapsed().as_secs_f64();
-    let single_rate = singles as f64 / single_secs;
-    println!("intake, single: {single_rate:>9.0} claims/s ({singles} in {single_secs:.2} s)");
+    let mut single_rates = Vec::new();
+    for (k, in_flight) in [SINGLE_CONCURRENCY, WIDE_CONCURRENCY]
+        .into_iter()
+        .enumerate()
+    {
+        let first = n + k * singles;
+        let s = send_singles(
+            &client,
+            &base,
+            &token,
+            first..first + singles,
+            false,
+            in_flight,
+        )
+        .await;
+        println!(
+            "intake, single: {:>9.0} claims/s ({singles} claims, {in_flight} in flight; answered in p50 {:.1} ms, p99 {:.1} ms)",
+            s.rate,
+            percentile(&s.latencies, 0.5),
+            percentile(&s.latencies, 0.99),
+        );
+        single_rates.push(s.rate);
+        while undecided(&store).await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     while undecided(&store).await {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -194,20 +251,27 @@ async fn run() {
     child.kill().unwrap();
     child.wait().unwrap();
     if bus == "Kafka" {
-        print_bus_records_per_claim(bin, &envs, (n + singles) as f64);
+        print_bus_records_per_claim(bin, &envs, (n + 2 * singles) as f64);
     }
 
     // The ceiling of single intake: an axum hello-world process that parses the same
     // bodies and answers 202, under the same client and concurrency.
     let (mut hello, hello_base) = spawn_hello_world();
     wait_listening(&hello_base).await;
-    let hello_rate = single_intake(&client, &hello_base, &token, 0..singles, false).await;
+    for (in_flight, single_rate) in [SINGLE_CONCURRENCY, WIDE_CONCURRENCY]
+        .into_iter()
+        .zip(single_rates)
+    {
+        let hello_rate = send_singles(&client, &hello_base, &token, 0..singles, false, in_flight)
+            .await
+            .rate;
+        println!(
+            "ceiling, hello-world: {hello_rate:>7.0} requests/s (axum, same client, {in_flight} in flight); single intake / hello-world = {:.2}",
+            single_rate / hello_rate
+        );
+    }
     hello.kill().unwrap();
     hello.wait().unwrap();
-    println!(
-        "ceiling, hello-world: {hello_rate:>7.0} requests/s (axum, same client, {SINGLE_CONCURRENCY} at once); single intake / hello-world = {:.2}",
-        single_rate / hello_rate
-    );
 
     // What rate limiting and idempotency cost single intake: two API-only processes on
     // the same store, one with both on and one with both off, measured in alternating
@@ -227,7 +291,7 @@ async fn run() {
         .unwrap_or(16_000);
     let per_round = guard_claims.max(rounds) / rounds;
     let (mut on_secs, mut off_secs, mut ratios) = (0.0, 0.0, Vec::new());
-    let mut next = n + singles;
+    let mut next = n + 2 * singles;
     let mut keyed = 0.0;
     for generation in 0..2 {
         // apis[0] has the guards on, apis[1] off; spawned in this generation's order.
@@ -291,7 +355,7 @@ async fn run() {
 
     // Webhooks: one `claim.completed` per claim, queued and sent by a process running
     // only the webhook stage, to a local receiver answering 200.
-    let deliveries = n + singles;
+    let deliveries = n + 2 * singles;
     let mut sender: Child = Command::new(bin)
         .args(["serve", "--stages", "webhooks"])
         .envs(envs.iter().cloned())

@@ -7,6 +7,12 @@
 //! committed, with its own share of the answer, or with the group's error when the
 //! transaction failed (all or none of a group stands). A group's work is handed over in
 //! the order it arrived.
+//!
+//! A group is closed only once its turn on the writer has begun: work that arrives
+//! while the group waits for the writer (busy with a stage's transaction) joins it.
+//! Closed first, a group of the one or two requests that came just after the last
+//! commit waited for the writer alone, and the thirty behind it waited for the turn
+//! after (docs/decisions.md, "Intake's group commit").
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -21,6 +27,8 @@ pub trait Commit: Clone + Send + Sync + 'static {
     type Item: Send + 'static;
     /// One caller's answer.
     type Answer: Send + 'static;
+    /// A turn on the store's writer (its transaction), taken before the group closes.
+    type Turn: Send;
     /// Named in the error a caller gets when the group's task is gone.
     const NAME: &'static str;
     /// A group is closed once the weight of its items reaches this.
@@ -31,10 +39,14 @@ pub trait Commit: Clone + Send + Sync + 'static {
         1
     }
 
-    /// Writes `items` in one transaction, in order; answers one answer per item, in
-    /// their order.
+    /// Takes the writer for the next group.
+    fn begin(&self) -> impl Future<Output = Result<Self::Turn, StoreError>> + Send;
+
+    /// Writes `items` in `turn`'s transaction, in order, and commits it; answers one
+    /// answer per item, in their order.
     fn commit(
         &self,
+        turn: Self::Turn,
         items: Vec<Self::Item>,
     ) -> impl Future<Output = Result<Vec<Self::Answer>, StoreError>> + Send;
 }
@@ -87,9 +99,11 @@ impl<C: Commit> GroupCommit<C> {
     }
 }
 
-/// The groups' task: one transaction at a time, for everything waiting.
+/// The groups' task: one transaction at a time, for everything waiting once the
+/// writer is taken.
 async fn commit_groups<C: Commit>(commit: C, mut waiting: mpsc::Receiver<Waiting<C>>) {
     while let Some(first) = waiting.recv().await {
+        let turn = commit.begin().await;
         let mut weight = C::weight(&first.0);
         let mut group = vec![first];
         while weight < C::MOST_PER_GROUP {
@@ -102,7 +116,13 @@ async fn commit_groups<C: Commit>(commit: C, mut waiting: mpsc::Receiver<Waiting
             }
         }
         let (items, answers): (Vec<_>, Vec<_>) = group.into_iter().unzip();
-        match commit.commit(items).await {
+        // Without the writer the group fails whole, as a failed commit fails it: those
+        // waiting are told at once rather than each after a wait of its own.
+        let committed = match turn {
+            Ok(turn) => commit.commit(turn, items).await,
+            Err(e) => Err(e),
+        };
+        match committed {
             Ok(done) => {
                 for (answer, done) in answers.into_iter().zip(done) {
                     // A caller that went away has nothing to be told; its work stands.
@@ -129,6 +149,8 @@ mod tests {
     struct Recorder {
         groups: Arc<Mutex<Vec<Vec<u32>>>>,
         gate: Arc<tokio::sync::Semaphore>,
+        /// While set, the writer cannot be taken.
+        no_writer: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl Default for Recorder {
@@ -136,6 +158,7 @@ mod tests {
             Self {
                 groups: Default::default(),
                 gate: Arc::new(tokio::sync::Semaphore::new(0)),
+                no_writer: Default::default(),
             }
         }
     }
@@ -143,6 +166,7 @@ mod tests {
     impl Commit for Recorder {
         type Item = u32;
         type Answer = u32;
+        type Turn = ();
         const NAME: &'static str = "recorder";
         const MOST_PER_GROUP: usize = 5;
 
@@ -150,9 +174,16 @@ mod tests {
             *item as usize
         }
 
-        async fn commit(&self, items: Vec<u32>) -> Result<Vec<u32>, StoreError> {
+        async fn begin(&self) -> Result<(), StoreError> {
             // Held until the test lets a group through, so that the rest queue up.
             let _ = self.gate.acquire().await.map(|p| p.forget());
+            if self.no_writer.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(StoreError::Conflict("no writer".into()));
+            }
+            Ok(())
+        }
+
+        async fn commit(&self, _turn: (), items: Vec<u32>) -> Result<Vec<u32>, StoreError> {
             self.groups
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -199,6 +230,72 @@ mod tests {
                 "a group closes at a weight of 5: {groups:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn work_that_arrives_while_a_group_waits_for_the_writer_joins_it() {
+        let recorder = Recorder::default();
+        let grouped = Arc::new(GroupCommit::new(recorder.clone()));
+        let first = {
+            let g = grouped.clone();
+            tokio::spawn(async move { g.submit(1).await })
+        };
+        // The first item's group is waiting for its turn when the others come.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let rest: Vec<_> = (0..3)
+            .map(|_| {
+                let g = grouped.clone();
+                tokio::spawn(async move { g.submit(1).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        recorder.gate.add_permits(10);
+        for call in std::iter::once(first).chain(rest) {
+            assert_eq!(call.await.unwrap_or_else(|e| panic!("{e}")).ok(), Some(10));
+        }
+        let groups = recorder
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        assert_eq!(
+            groups,
+            [vec![1, 1, 1, 1]],
+            "one group, closed once its turn began"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_the_writer_every_caller_waiting_is_told_at_once() {
+        let recorder = Recorder::default();
+        recorder
+            .no_writer
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let grouped = Arc::new(GroupCommit::new(recorder.clone()));
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let g = grouped.clone();
+                tokio::spawn(async move { g.submit(1).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        // One turn refused: it answers everyone who waited for it.
+        recorder.gate.add_permits(1);
+        for call in calls {
+            let answer = call.await.unwrap_or_else(|e| panic!("{e}"));
+            assert!(matches!(answer, Err(StoreError::Conflict(_))), "{answer:?}");
+        }
+        recorder
+            .no_writer
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        recorder.gate.add_permits(1);
+        assert_eq!(grouped.submit(2).await.ok(), Some(20));
+        let groups = recorder
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        assert_eq!(groups, [vec![2]], "nothing of the failed group was written");
     }
 
     #[tokio::test]

@@ -71,12 +71,20 @@ struct KeyWrites {
 impl Commit for KeyWrites {
     type Item = KeyWrite;
     type Answer = KeyWritten;
+    type Turn = sqlx::Transaction<'static, sqlx::Any>;
     const NAME: &'static str = "idempotency key committer";
     const MOST_PER_GROUP: usize = 512;
 
+    async fn begin(&self) -> Result<Self::Turn, StoreError> {
+        self.store.begin_write().await
+    }
+
     /// Applies the writes in order in one transaction; all or none of them stand.
-    async fn commit(&self, writes: Vec<KeyWrite>) -> Result<Vec<KeyWritten>, StoreError> {
-        let mut tx = self.store.begin_write().await?;
+    async fn commit(
+        &self,
+        mut tx: Self::Turn,
+        writes: Vec<KeyWrite>,
+    ) -> Result<Vec<KeyWritten>, StoreError> {
         let mut done = Vec::with_capacity(writes.len());
         for w in &writes {
             done.push(match w {

@@ -96,6 +96,18 @@ async fn accept_ready(
     if ready.is_empty() {
         return Ok(Vec::new());
     }
+    let tx = store.begin_write().await?;
+    accept_in(store, bus, topic, tx, ready).await
+}
+
+/// [`accept_ready`] in `tx`, a transaction on the store's writer, which it commits.
+async fn accept_in(
+    store: &Store,
+    bus: &Bus,
+    topic: &TopicSpec,
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    ready: Vec<Ready>,
+) -> Result<Vec<Admitted>, StoreError> {
     let now = now_ms();
     // Taken apart before the writer is: what is left of `ready` is not dropped inside.
     let (mut rows, mut messages, mut entries) = (Vec::new(), Vec::new(), Vec::new());
@@ -127,8 +139,6 @@ async fn accept_ready(
             submission: &r.submission,
         })
         .collect();
-    let asked = std::time::Instant::now();
-    let mut tx = store.begin_write().await?;
     let taken = std::time::Instant::now();
     let inserted = store.insert_claims_in(&mut tx, &new_claims, now).await?;
     let mut inserted = inserted.into_iter();
@@ -170,13 +180,13 @@ async fn accept_ready(
     store.append_new_audit_in(&mut tx, &entries).await?;
     let written = std::time::Instant::now();
     tx.commit().await?;
-    tracing::debug!(waited = ?(taken - asked), writing = ?(written - taken), syncing = ?written.elapsed(), "Intake written.");
+    tracing::debug!(writing = ?(written - taken), syncing = ?written.elapsed(), "Intake written.");
     bus.wake(&topic.name);
     Ok(admitted)
 }
 
 /// Group commit for intake requests: each request's claims wait for the next
-/// transaction, which takes every request that arrived while the last one committed
+/// transaction, which takes every request waiting once it has the writer
 /// ([`crate::group_commit`]). A request alone in the store paid a transaction and a
 /// sync of its own, one after another on SQLite's single writer, and each transaction
 /// rewrote the pages of the claims' index by member, where every claim lands on a page
@@ -200,6 +210,8 @@ impl Commit for Requests {
     /// One request's claims.
     type Item = Vec<Ready>;
     type Answer = Vec<Admitted>;
+    /// The writer's transaction, and how long the group waited for it.
+    type Turn = (sqlx::Transaction<'static, sqlx::Any>, std::time::Duration);
     const NAME: &'static str = "intake committer";
     /// Claims of one transaction, at most: the batches of a busy moment (each up to
     /// 1,000 claims in the usual client) share one.
@@ -209,18 +221,29 @@ impl Commit for Requests {
         ready.len()
     }
 
-    async fn commit(&self, requests: Vec<Vec<Ready>>) -> Result<Vec<Vec<Admitted>>, StoreError> {
+    async fn begin(&self) -> Result<Self::Turn, StoreError> {
+        let asked = std::time::Instant::now();
+        let tx = self.store.begin_write().await?;
+        Ok((tx, asked.elapsed()))
+    }
+
+    async fn commit(
+        &self,
+        (tx, waited): Self::Turn,
+        requests: Vec<Vec<Ready>>,
+    ) -> Result<Vec<Vec<Admitted>>, StoreError> {
         let sizes: Vec<usize> = requests.iter().map(Vec::len).collect();
         let claims = sizes.iter().sum::<usize>();
         let started = std::time::Instant::now();
-        let admitted = accept_ready(
+        let admitted = accept_in(
             &self.store,
             &self.bus,
             &self.topic,
+            tx,
             requests.into_iter().flatten().collect(),
         )
         .await?;
-        tracing::debug!(requests = sizes.len(), claims, took = ?started.elapsed(), "Intake group committed.");
+        tracing::debug!(requests = sizes.len(), claims, ?waited, took = ?started.elapsed(), "Intake group committed.");
         let mut admitted = admitted.into_iter();
         Ok(sizes
             .into_iter()
