@@ -37,20 +37,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Submits claims `ids` one request each, `SINGLE_CONCURRENCY` at once, with an
-/// `Idempotency-Key` each when `keyed`; answers claims/s.
-async fn single_intake(
-    client: &reqwest::Client,
-    base: &str,
-    token: &str,
-    ids: std::ops::Range<usize>,
-    keyed: bool,
-) -> f64 {
-    send_singles(client, base, token, ids, keyed, SINGLE_CONCURRENCY)
-        .await
-        .rate
-}
-
 /// What one stretch of single requests measured.
 struct Singles {
     /// Requests answered 202 per second.
@@ -319,14 +305,16 @@ async fn run() {
             let mut rate = [0.0; 2];
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for which in order {
-                rate[which] = single_intake(
+                rate[which] = send_singles(
                     &client,
                     &apis[which].1,
                     &token,
                     next..next + per_round,
                     false,
+                    SINGLE_CONCURRENCY,
                 )
-                .await;
+                .await
+                .rate;
                 next += per_round;
             }
             on_secs += per_round as f64 / rate[0];
@@ -334,7 +322,16 @@ async fn run() {
             ratios.push(rate[0] / rate[1]);
         }
         if generation == 1 {
-            keyed = single_intake(&client, &apis[0].1, &token, next..next + per_round, true).await;
+            keyed = send_singles(
+                &client,
+                &apis[0].1,
+                &token,
+                next..next + per_round,
+                true,
+                SINGLE_CONCURRENCY,
+            )
+            .await
+            .rate;
         }
         for (mut child, _) in apis {
             child.kill().unwrap();

@@ -163,6 +163,16 @@ mod tests {
         }
     }
 
+    impl Recorder {
+        /// The groups committed so far.
+        fn groups(&self) -> Vec<Vec<u32>> {
+            self.groups
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        }
+    }
+
     impl Commit for Recorder {
         type Item = u32;
         type Answer = u32;
@@ -213,11 +223,7 @@ mod tests {
             answers.push(call.await.unwrap_or_else(|e| panic!("{e}")).ok());
         }
         assert_eq!(answers, [10, 10, 20, 30, 10].map(Some));
-        let groups = recorder
-            .groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let groups = recorder.groups();
         assert_eq!(groups.concat(), [1, 1, 2, 3, 1], "in the order they came");
         assert!(
             groups.len() < 5,
@@ -253,11 +259,7 @@ mod tests {
         for call in std::iter::once(first).chain(rest) {
             assert_eq!(call.await.unwrap_or_else(|e| panic!("{e}")).ok(), Some(10));
         }
-        let groups = recorder
-            .groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let groups = recorder.groups();
         assert_eq!(
             groups,
             [vec![1, 1, 1, 1]],
@@ -290,11 +292,7 @@ mod tests {
             .store(false, std::sync::atomic::Ordering::SeqCst);
         recorder.gate.add_permits(1);
         assert_eq!(grouped.submit(2).await.ok(), Some(20));
-        let groups = recorder
-            .groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let groups = recorder.groups();
         assert_eq!(groups, [vec![2]], "nothing of the failed group was written");
     }
 
