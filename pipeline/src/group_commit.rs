@@ -173,6 +173,15 @@ mod tests {
         }
     }
 
+    /// Submits `item` from a task of its own.
+    fn spawn_submit(
+        grouped: &Arc<GroupCommit<Recorder>>,
+        item: u32,
+    ) -> tokio::task::JoinHandle<Result<u32, StoreError>> {
+        let g = grouped.clone();
+        tokio::spawn(async move { g.submit(item).await })
+    }
+
     impl Commit for Recorder {
         type Item = u32;
         type Answer = u32;
@@ -211,8 +220,7 @@ mod tests {
         let grouped = Arc::new(GroupCommit::new(recorder.clone()));
         let mut calls = Vec::new();
         for item in [1, 1, 2, 3, 1] {
-            let g = grouped.clone();
-            calls.push(tokio::spawn(async move { g.submit(item).await }));
+            calls.push(spawn_submit(&grouped, item));
             // Each is queued before the next, so the order is known.
             tokio::task::yield_now().await;
         }
@@ -242,18 +250,10 @@ mod tests {
     async fn work_that_arrives_while_a_group_waits_for_the_writer_joins_it() {
         let recorder = Recorder::default();
         let grouped = Arc::new(GroupCommit::new(recorder.clone()));
-        let first = {
-            let g = grouped.clone();
-            tokio::spawn(async move { g.submit(1).await })
-        };
+        let first = spawn_submit(&grouped, 1);
         // The first item's group is waiting for its turn when the others come.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let rest: Vec<_> = (0..3)
-            .map(|_| {
-                let g = grouped.clone();
-                tokio::spawn(async move { g.submit(1).await })
-            })
-            .collect();
+        let rest: Vec<_> = (0..3).map(|_| spawn_submit(&grouped, 1)).collect();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         recorder.gate.add_permits(10);
         for call in std::iter::once(first).chain(rest) {
@@ -274,12 +274,7 @@ mod tests {
             .no_writer
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let grouped = Arc::new(GroupCommit::new(recorder.clone()));
-        let calls: Vec<_> = (0..4)
-            .map(|_| {
-                let g = grouped.clone();
-                tokio::spawn(async move { g.submit(1).await })
-            })
-            .collect();
+        let calls: Vec<_> = (0..4).map(|_| spawn_submit(&grouped, 1)).collect();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         // One turn refused: it answers everyone who waited for it.
         recorder.gate.add_permits(1);

@@ -109,7 +109,8 @@ async fn accept_in(
     ready: Vec<Ready>,
 ) -> Result<Vec<Admitted>, StoreError> {
     let now = now_ms();
-    // Taken apart before the writer is: what is left of `ready` is not dropped inside.
+    // Taken apart by moving each part out, so that nothing of `ready` is freed while
+    // the writer is held.
     let (mut rows, mut messages, mut entries) = (Vec::new(), Vec::new(), Vec::new());
     for r in ready {
         rows.push(r.row);
