@@ -270,8 +270,11 @@ fn decode(
         (Page::Claims(claims), s)
     } else if topic == &topics.decided {
         // The page's decisions repeat their claims' providers, contracts, members and
-        // plans in their facts.
-        let (v, s) = crate::model::shared::reading_shared(|| all(records));
+        // plans in their facts; their events are not rebuilt (they are on
+        // `claims.events`).
+        let (v, s) = crate::model::shared::reading_shared(|| {
+            crate::model::event::reading_without_events(|| all(records))
+        });
         let ordered = twins.order(v);
         let texts = ordered
             .iter()

@@ -41,6 +41,7 @@ pub struct Decision {
     pub priority: i64,
     pub decided_at_ms: i64,
     pub trace: Vec<TraceEntry>,
+    #[serde(deserialize_with = "super::event::deserialize_events")]
     pub events: Vec<DomainEvent>,
     /// The claim's lines with their adjudication; their approved amounts add up to
     /// `approved_amount`. Empty in decisions written before lines were adjudicated.
@@ -227,5 +228,42 @@ impl Decision {
             written: false,
             lines_json: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::reading_without_events;
+
+    /// `claims replay` reads a decision's events past; every other reader gets them,
+    /// and so does the same thread once the replay's read is over, even a failed one.
+    #[test]
+    fn a_decision_read_without_events_has_none_and_is_otherwise_the_same() {
+        let mut d = Decision::sample("C-1", "M-1", 1);
+        d.events = vec![DomainEvent::new(
+            EventKind::ClaimCompleted,
+            &d.tenant_id,
+            "C-1",
+            "2026-01-01T00:00:00Z".into(),
+            serde_json::json!({"claim_id": "C-1", "lines": [{"line_no": 1}]}),
+        )];
+        let text = serde_json::to_string(&d).unwrap_or_else(|e| panic!("{e}"));
+        let read = |text: &str| -> Decision {
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let without = reading_without_events(|| read(&text));
+        assert!(without.events.is_empty());
+        assert_eq!(
+            Decision {
+                events: d.events.clone(),
+                ..without
+            },
+            d
+        );
+        assert_eq!(read(&text), d, "outside the scope, events are read");
+        let failed = reading_without_events(|| serde_json::from_str::<Decision>("{"));
+        assert!(failed.is_err());
+        assert_eq!(read(&text).events, d.events);
     }
 }
