@@ -63,15 +63,15 @@ pub(super) async fn decode(
 ) {
     let Some(schema) = schema else { return };
     let codec = schema.codec();
-    let json = if r.value.starts_with(&MAGIC) {
-        codec.decode(&r.value)
+    let text = if r.value.starts_with(&MAGIC) {
+        codec.decode_text(&r.value)
     } else if let (Some(registry), Some((id, datum))) = (registry, framed(&r.value)) {
         // A registry that does not answer holds the partition back (a record parked
         // for that would never be processed); an id it does not know parks the record.
         let mut attempt = 0;
         loop {
             match registry.writer(id).await {
-                Ok(writer) => break codec.read_datum(&writer, datum),
+                Ok(writer) => break codec.read_datum_text(&writer, datum),
                 Err(BusError::Registry(e)) => {
                     tracing::warn!(topic = %r.topic, error = %e, attempt, "The schema registry did not answer; retrying.");
                     tokio::time::sleep(crate::retry::backoff(attempt)).await;
@@ -87,8 +87,8 @@ pub(super) async fn decode(
     } else {
         return;
     };
-    match json {
-        Ok(json) => r.value = serde_json::to_vec(&json).unwrap_or_default(),
+    match text {
+        Ok(text) => r.value = text,
         Err(e) => tracing::warn!(
             topic = %r.topic, partition = r.partition, offset = r.offset, error = %e,
             "An Avro value that does not decode."

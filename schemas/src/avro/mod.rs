@@ -18,7 +18,6 @@
 //! schema by Avro's schema resolution, and a test checks that each current schema can
 //! read every earlier version (backward compatibility).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -26,8 +25,10 @@ use apache_avro::headers::HeaderBuilder;
 use apache_avro::rabin::Rabin;
 use apache_avro::schema::{RecordField, Schema};
 use apache_avro::types::Value as Avro;
-use apache_avro::{GenericSingleObjectReader, GenericSingleObjectWriter};
+use apache_avro::GenericSingleObjectReader;
 use serde_json::Value as Json;
+
+mod binary;
 
 /// The single-object encoding's marker.
 pub const MAGIC: [u8; 2] = [0xC3, 0x01];
@@ -94,8 +95,8 @@ macro_rules! topic_schema {
     ($static:ident, $name:literal, [$($version:literal),*]) => {
         pub static $static: TopicSchema = TopicSchema::new(
             $name,
-            include_str!(concat!("../avro/", $name, ".avsc")),
-            &[$(include_str!(concat!("../avro/history/", $name, ".", $version, ".avsc"))),*],
+            include_str!(concat!("../../avro/", $name, ".avsc")),
+            &[$(include_str!(concat!("../../avro/history/", $name, ".", $version, ".avsc"))),*],
         );
     };
 }
@@ -132,7 +133,7 @@ pub static ALL: [&TopicSchema; 13] = [
 ];
 
 /// The schema of every key: plain UTF-8 text.
-pub const KEY_AVSC: &str = include_str!("../avro/key.avsc");
+pub const KEY_AVSC: &str = include_str!("../../avro/key.avsc");
 
 /// The schema a value was written with, as a schema registry hands it out by id.
 #[derive(Debug)]
@@ -147,12 +148,11 @@ impl WriterSchema {
 
 /// Encodes and decodes one topic's values.
 ///
-/// Values are written and read by apache-avro's single-object writer and reader, which
-/// resolve a schema's named types once, where its `to_avro_datum` and
-/// `from_avro_datum` resolved them again for every value; and a JSON value is walked
-/// by reference, its path written out only for an error. Each record crosses the codec
-/// once each way on every topic, and the two together took a fifth to a quarter of the
-/// Kafka service's CPU (docs/decisions.md, "Avro on Kafka").
+/// A value of the current schema is written from JSON and read into JSON text directly
+/// ([`binary`]); a value of an earlier version is read by apache-avro's single-object
+/// reader, which resolves a schema's named types once, and resolved into the current
+/// schema. Each record crosses the codec once each way on every topic
+/// (docs/decisions.md, "Avro on Kafka").
 #[derive(Debug)]
 pub struct Codec {
     schema: Schema,
@@ -189,21 +189,14 @@ impl std::fmt::Debug for Version {
     }
 }
 
-/// A header of fixed bytes: none, for a reader of bare datums (the single-object header
-/// is read before it, by [`Codec::decode`]); a codec's own, for its writers.
+/// No header, for a reader of bare datums: the single-object header is read before it,
+/// by [`Codec::decode`].
 struct Header(Vec<u8>);
 
 impl HeaderBuilder for Header {
     fn build_header(&self) -> Vec<u8> {
         self.0.clone()
     }
-}
-
-thread_local! {
-    /// Per thread, a writer per schema (by fingerprint): writing needs the writer's
-    /// buffer, and a codec is shared by every thread.
-    static WRITERS: RefCell<HashMap<[u8; 8], GenericSingleObjectWriter>> =
-        RefCell::new(HashMap::new());
 }
 
 /// Where in a value a part is, for errors: built on the stack as the value is walked,
@@ -298,39 +291,20 @@ impl Codec {
     }
 
     /// Appends a JSON document as a binary datum of the current schema, with no header
-    /// (the Confluent wire format puts its own before it).
+    /// (the Confluent wire format puts its own before it). Nothing is appended when it
+    /// does not fit.
     pub fn write_datum(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
         let start = out.len();
-        self.write_single(json, out)?;
-        out.drain(start..start + self.header.len());
-        Ok(())
+        self.write(json, &self.schema, &At::Root, out)
+            .inspect_err(|_| out.truncate(start))
     }
 
     /// Appends a JSON document single-object encoded: header, then datum.
     fn write_single(&self, json: &Json, out: &mut Vec<u8>) -> Result<(), AvroError> {
-        let value = self.to_avro(json, &self.schema, &At::Root)?;
-        let fp = self.fingerprint();
-        WRITERS.with_borrow_mut(|writers| {
-            let writer = match writers.entry(fp) {
-                std::collections::hash_map::Entry::Occupied(w) => w.into_mut(),
-                std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
-                    GenericSingleObjectWriter::new_with_capacity_and_header_builder(
-                        &self.schema,
-                        1024,
-                        Header(self.header.to_vec()),
-                    )
-                    .map_err(|e| err(e.to_string()))?,
-                ),
-            };
-            let written = writer.write_value_ref(&value, out);
-            if written.is_err() {
-                // A write that fails part way leaves its bytes in the writer's buffer,
-                // after the header, where the thread's next value would follow them:
-                // the writer is made afresh instead.
-                writers.remove(&fp);
-            }
-            written.map(drop).map_err(|e| err(e.to_string()))
-        })
+        let start = out.len();
+        out.extend_from_slice(&self.header);
+        self.write(json, &self.schema, &At::Root, out)
+            .inspect_err(|_| out.truncate(start))
     }
 
     /// [`Codec::encode`] from JSON text.
@@ -342,6 +316,12 @@ impl Codec {
     /// A single-object encoded value, of the current schema or an earlier version, as
     /// a JSON document of the current schema.
     pub fn decode(&self, bytes: &[u8]) -> Result<Json, AvroError> {
+        let text = self.decode_text(bytes)?;
+        serde_json::from_slice(&text).map_err(|e| err(e.to_string()))
+    }
+
+    /// [`Codec::decode`] into JSON text, as the stages read records.
+    pub fn decode_text(&self, bytes: &[u8]) -> Result<Vec<u8>, AvroError> {
         if bytes.len() < 10 || bytes[..2] != MAGIC {
             return Err(err("not an Avro single-object encoded value"));
         }
@@ -358,23 +338,36 @@ impl Codec {
     /// schema Avro's resolution can read into this one) as a JSON document of the
     /// current schema.
     pub fn read_datum(&self, writer: &WriterSchema, datum: &[u8]) -> Result<Json, AvroError> {
+        let text = self.read_datum_text(writer, datum)?;
+        serde_json::from_slice(&text).map_err(|e| err(e.to_string()))
+    }
+
+    /// [`Codec::read_datum`] into JSON text, as the stages read records.
+    pub fn read_datum_text(
+        &self,
+        writer: &WriterSchema,
+        datum: &[u8],
+    ) -> Result<Vec<u8>, AvroError> {
         self.read(&writer.0, datum)
     }
 
-    /// A bare datum of `version`, resolved into the current schema when it is another.
-    fn read(&self, version: &Version, datum: &[u8]) -> Result<Json, AvroError> {
+    /// A bare datum of `version` as JSON text: read directly when it is the current
+    /// schema, else resolved into it by apache-avro.
+    fn read(&self, version: &Version, datum: &[u8]) -> Result<Vec<u8>, AvroError> {
+        let mut out = Vec::with_capacity(datum.len() * 2);
+        if version.fingerprint == self.fingerprint() {
+            self.read_text(&self.schema, &mut &datum[..], &mut out)?;
+            return Ok(out);
+        }
         let value = version
             .reader
             .read_value(&mut &datum[..])
+            .map_err(|e| err(e.to_string()))?
+            .resolve(&self.schema)
             .map_err(|e| err(e.to_string()))?;
-        let value = if version.fingerprint == self.fingerprint() {
-            value
-        } else {
-            value
-                .resolve(&self.schema)
-                .map_err(|e| err(e.to_string()))?
-        };
-        self.to_json(value, &self.schema)
+        let json = self.to_json(value, &self.schema)?;
+        serde_json::to_writer(&mut out, &json).map_err(|e| err(e.to_string()))?;
+        Ok(out)
     }
 
     fn named<'a>(&'a self, name: &apache_avro::schema::Name) -> Result<&'a Schema, AvroError> {
@@ -383,80 +376,7 @@ impl Codec {
             .ok_or_else(|| err(format!("unknown type {}", name.fullname(None))))
     }
 
-    fn to_avro(&self, v: &Json, s: &Schema, at: &At<'_>) -> Result<Avro, AvroError> {
-        let wrong = || err(format!("{}: {v} is not a {}", at.path(), kind(s)));
-        Ok(match s {
-            Schema::Null if v.is_null() => Avro::Null,
-            Schema::Boolean => Avro::Boolean(v.as_bool().ok_or_else(wrong)?),
-            Schema::Int => Avro::Int(
-                v.as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(wrong)?,
-            ),
-            Schema::Long => Avro::Long(v.as_i64().ok_or_else(wrong)?),
-            Schema::TimestampMillis => Avro::TimestampMillis(v.as_i64().ok_or_else(wrong)?),
-            Schema::Float => Avro::Float(v.as_f64().ok_or_else(wrong)? as f32),
-            Schema::Double => Avro::Double(v.as_f64().ok_or_else(wrong)?),
-            Schema::String => Avro::String(v.as_str().ok_or_else(wrong)?.to_owned()),
-            Schema::Enum(e) => {
-                let sym = v.as_str().ok_or_else(wrong)?;
-                let i = e.symbols.iter().position(|s| s == sym).ok_or_else(wrong)?;
-                Avro::Enum(i as u32, sym.to_owned())
-            }
-            Schema::Array(a) => Avro::Array(
-                v.as_array()
-                    .ok_or_else(wrong)?
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| self.to_avro(x, &a.items, &At::Index(at, i)))
-                    .collect::<Result<_, _>>()?,
-            ),
-            Schema::Map(m) => Avro::Map(
-                v.as_object()
-                    .ok_or_else(wrong)?
-                    .iter()
-                    .map(|(k, x)| Ok((k.clone(), self.to_avro(x, &m.types, &At::Key(at, k))?)))
-                    .collect::<Result<_, AvroError>>()?,
-            ),
-            Schema::Union(u) => {
-                // null for null; otherwise the first branch the value fits.
-                let mut last = wrong();
-                for (i, branch) in u.variants().iter().enumerate() {
-                    if v.is_null() != matches!(branch, Schema::Null) {
-                        continue;
-                    }
-                    match self.to_avro(v, branch, at) {
-                        Ok(x) => return Ok(Avro::Union(i as u32, Box::new(x))),
-                        Err(e) => last = e,
-                    }
-                }
-                return Err(last);
-            }
-            Schema::Record(r) => {
-                let obj = v.as_object().ok_or_else(wrong)?;
-                let mut fields = Vec::with_capacity(r.fields.len());
-                for f in &r.fields {
-                    let given = obj.get(&f.name).filter(|x| !x.is_null());
-                    let text;
-                    let x = match (given, &f.default) {
-                        (Some(x), _) if is_json(f) => {
-                            text = Json::String(x.to_string());
-                            &text
-                        }
-                        (Some(x), _) => x,
-                        (None, Some(d)) => d,
-                        (None, None) => &NULL,
-                    };
-                    let here = At::Field(at, &f.name);
-                    fields.push((f.name.clone(), self.to_avro(x, &f.schema, &here)?));
-                }
-                Avro::Record(fields)
-            }
-            Schema::Ref { name } => return self.to_avro(v, self.named(name)?, at),
-            _ => return Err(wrong()),
-        })
-    }
-
+    /// An apache-avro value of an earlier version, resolved into the current schema.
     fn to_json(&self, v: Avro, s: &Schema) -> Result<Json, AvroError> {
         Ok(match (v, s) {
             (Avro::Null, _) => Json::Null,
