@@ -14,7 +14,7 @@
 
 use std::io::Write as _;
 
-use apache_avro::schema::Schema;
+use apache_avro::schema::{Schema, UnionSchema};
 use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
@@ -187,14 +187,7 @@ impl Codec {
                 })?;
                 out.push(b'}');
             }
-            Schema::Union(u) => {
-                let i = read_long(input)?;
-                let branch = usize::try_from(i)
-                    .ok()
-                    .and_then(|i| u.variants().get(i))
-                    .ok_or_else(|| err("a union branch out of range"))?;
-                return self.read_text(branch, input, out);
-            }
+            Schema::Union(u) => return self.read_text(branch(u, input)?, input, out),
             Schema::Record(r) => {
                 out.push(b'{');
                 let mut first = true;
@@ -242,14 +235,7 @@ impl Codec {
                 out.extend_from_slice(doc.get().as_bytes());
                 Ok(false)
             }
-            Schema::Union(u) => {
-                let i = read_long(input)?;
-                let branch = usize::try_from(i)
-                    .ok()
-                    .and_then(|i| u.variants().get(i))
-                    .ok_or_else(|| err("a union branch out of range"))?;
-                self.read_json_field(branch, input, out)
-            }
+            Schema::Union(u) => self.read_json_field(branch(u, input)?, input, out),
             Schema::Ref { name } => self.read_json_field(self.named(name)?, input, out),
             // Not text: read past, and left out as the generic reader left it.
             other => {
@@ -289,6 +275,15 @@ fn read_long(input: &mut &[u8]) -> Result<i64, AvroError> {
         }
     }
     Err(err("a number longer than a long"))
+}
+
+/// The branch of `u` a union's value names.
+fn branch<'s>(u: &'s UnionSchema, input: &mut &[u8]) -> Result<&'s Schema, AvroError> {
+    let i = read_long(input)?;
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| u.variants().get(i))
+        .ok_or_else(|| err(format!("a union branch out of range: {i}")))
 }
 
 fn take<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], AvroError> {
