@@ -72,8 +72,10 @@ impl Codec {
             }
             Schema::Union(u) => {
                 // null for null; otherwise the first branch the value fits, with what
-                // a branch that did not fit wrote taken back.
-                let mut last = wrong();
+                // a branch that did not fit wrote taken back. The message is made only
+                // for a value that fits none: it writes the value out, and most values
+                // of a nullable field fit its first branch that is not null.
+                let mut last = None;
                 let start = out.len();
                 for (i, branch) in u.variants().iter().enumerate() {
                     if v.is_null() != matches!(branch, Schema::Null) {
@@ -84,11 +86,11 @@ impl Codec {
                         Ok(()) => return Ok(()),
                         Err(e) => {
                             out.truncate(start);
-                            last = e;
+                            last = Some(e);
                         }
                     }
                 }
-                return Err(last);
+                return Err(last.unwrap_or_else(wrong));
             }
             Schema::Record(r) => {
                 let obj = v.as_object().ok_or_else(wrong)?;
