@@ -21,14 +21,18 @@ pub async fn replay(config: &Config, args: ReplayArgs) -> anyhow::Result<()> {
     let source = open_store(config).await?;
     let bus = open_bus(config, &source)?;
     let topics = Topics::new(&config.topic_prefix, config.partitions);
-    let into = Store::open(&args.into, &StoreOptions::default())
-        .await
-        .map_err(|e| {
-            CliError::new(
-                "STORE_UNAVAILABLE",
-                format!("cannot open the database to rebuild into: {e}"),
-            )
-        })?;
+    // A rebuild that stops short leaves a database to throw away: it is not made
+    // durable commit by commit, only once it is whole (see `StoreOptions::bulk_load`).
+    let bulk = StoreOptions {
+        bulk_load: true,
+        ..StoreOptions::default()
+    };
+    let into = Store::open(&args.into, &bulk).await.map_err(|e| {
+        CliError::new(
+            "STORE_UNAVAILABLE",
+            format!("cannot open the database to rebuild into: {e}"),
+        )
+    })?;
     let started = Instant::now();
     let mut shown = Shown::new();
     let result = rebuild(&bus, &topics, &into, |p| shown.show(p)).await;

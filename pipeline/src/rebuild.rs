@@ -125,6 +125,8 @@ pub async fn rebuild(
     checkpoints.stop().await;
     // Made again whether or not the rebuild went through: the database is whole.
     into.remake_indexes(&indexes).await?;
+    // Opened as a bulk load, the database is durable from here on only.
+    into.sync().await?;
     written
 }
 

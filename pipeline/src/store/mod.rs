@@ -101,6 +101,14 @@ pub struct StoreOptions {
     /// [`POSTGRES_CONNECTIONS`], or [`sqlite_readers`] of this machine's cores.
     pub max_connections: Option<u32>,
     pub acquire_timeout: Duration,
+    /// SQLite: a bulk load into a database that is thrown away whole if the load stops
+    /// short (`claims replay --into`): commits keep their undo journal in memory and
+    /// wait for no disk, the pages are written once, into the database file, and
+    /// nothing copies a write-ahead log after them; [`Store::sync`] makes it all
+    /// durable at the end. A process that stops midway may leave the file unreadable,
+    /// which a load that starts from an empty database only ever discards. Off for
+    /// every store that holds work accepted from outside.
+    pub bulk_load: bool,
 }
 
 impl Default for StoreOptions {
@@ -108,6 +116,7 @@ impl Default for StoreOptions {
         Self {
             max_connections: None,
             acquire_timeout: Duration::from_secs(10),
+            bulk_load: false,
         }
     }
 }
@@ -139,6 +148,8 @@ pub struct Store {
     /// [`Store::checkpoint`]).
     checkpointer: Option<AnyPool>,
     backend: Backend,
+    /// SQLite: the database file, for [`Store::sync`].
+    file: Option<std::path::PathBuf>,
 }
 
 impl Store {
@@ -161,15 +172,23 @@ impl Store {
                     .connect_with(options.clone())
                     .await
                     .map_err(StoreError::from)?;
-                let checkpointer = sqlite_pool(1, READER_CACHE_KIB, opts)
-                    .connect_with(options)
-                    .await
-                    .map_err(StoreError::from)?;
+                // A bulk load keeps no write-ahead log to copy.
+                let checkpointer = if opts.bulk_load {
+                    None
+                } else {
+                    Some(
+                        sqlite_pool(1, READER_CACHE_KIB, opts)
+                            .connect_with(options)
+                            .await
+                            .map_err(StoreError::from)?,
+                    )
+                };
                 Ok(Self {
                     read,
                     write,
-                    checkpointer: Some(checkpointer),
+                    checkpointer,
                     backend,
+                    file: sqlite_file(url).map(Path::to_path_buf),
                 })
             }
             Backend::Postgres => {
@@ -184,6 +203,7 @@ impl Store {
                     write: pool,
                     checkpointer: None,
                     backend,
+                    file: None,
                 })
             }
         }
@@ -217,6 +237,19 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.read).await?;
         Ok(())
+    }
+
+    /// Makes every commit so far durable, whatever the store's options: SQLite's file
+    /// is synced to the disk (what ends a [`StoreOptions::bulk_load`]); PostgreSQL's
+    /// commits are durable as they return.
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        let Some(file) = self.file.clone() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || std::fs::File::open(&file)?.sync_all())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))
     }
 
     pub async fn close(&self) {
@@ -292,6 +325,12 @@ async fn still_usable(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Erro
 
 /// A pool of `size` connections to one SQLite file, each with these settings.
 fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions {
+    // See [`StoreOptions::bulk_load`].
+    let journal = if opts.bulk_load {
+        "PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF;"
+    } else {
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+    };
     AnyPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(opts.acquire_timeout)
@@ -310,7 +349,7 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 let busy_ms = BUSY_TIMEOUT.as_millis();
                 conn.execute(
                     format!(
-                        "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                        "PRAGMA page_size = {PAGE_SIZE}; {journal} \
                          PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON; \
                          PRAGMA cache_size = -{cache_kib}; \
                          PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; \
@@ -338,14 +377,10 @@ fn connect_options(url: &str) -> Result<sqlx::any::AnyConnectOptions, StoreError
 
 /// SQLite refuses to create a file in a missing folder; create the folder first.
 fn ensure_sqlite_parent_dir(url: &str) -> Result<(), StoreError> {
-    let path = url
-        .trim_start_matches("sqlite://")
-        .trim_start_matches("sqlite:");
-    let path = path.split('?').next().unwrap_or_default();
-    if path.is_empty() || path == ":memory:" {
+    let Some(path) = sqlite_file(url) else {
         return Ok(());
-    }
-    if let Some(parent) = Path::new(path).parent() {
+    };
+    if let Some(parent) = path.parent() {
         if !parent.as_os_str().is_empty() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 StoreError::Config(format!("cannot create {}: {e}", parent.display()))
@@ -353,6 +388,15 @@ fn ensure_sqlite_parent_dir(url: &str) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The file of a SQLite URL; none for an in-memory database.
+fn sqlite_file(url: &str) -> Option<&Path> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    (!path.is_empty() && path != ":memory:").then(|| Path::new(path))
 }
 
 /// Opens the file read-write and creates it when missing, unless the URL says otherwise.
@@ -481,5 +525,50 @@ mod tests {
             .unwrap();
         super::remove_temp(store, &path).await;
         assert_eq!(size, i64::from(super::PAGE_SIZE));
+    }
+
+    /// A bulk load writes without a write-ahead log and without waiting for the disk;
+    /// once synced and closed, the file is an ordinary store again, its rows there.
+    #[tokio::test]
+    async fn a_database_loaded_in_bulk_opens_as_an_ordinary_store() {
+        use super::{Store, StoreOptions};
+        let path =
+            std::env::temp_dir().join(format!("claims-bulk-{}.db", uuid::Uuid::new_v4().simple()));
+        let url = format!("sqlite://{}", path.display());
+        // The writer's settings: (journal mode, synchronous level).
+        async fn settings(store: &Store) -> (String, i64) {
+            let mode = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(&store.write)
+                .await
+                .unwrap();
+            let sync = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&store.write)
+                .await
+                .unwrap();
+            (mode, sync)
+        }
+        let bulk = StoreOptions {
+            bulk_load: true,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(&url, &bulk).await.unwrap();
+        assert_eq!(settings(&store).await, ("memory".to_owned(), 0));
+        assert!(store.checkpointer.is_none());
+        sqlx::query("INSERT INTO tenants (tenant_id, name, settings, created_at) VALUES ('t1', 't1', '{}', 0)")
+            .execute(&store.write)
+            .await
+            .unwrap();
+        store.sync().await.unwrap();
+        store.close().await;
+        assert!(!std::path::Path::new(&format!("{}-wal", path.display())).exists());
+
+        let store = Store::open(&url, &StoreOptions::default()).await.unwrap();
+        assert_eq!(settings(&store).await, ("wal".to_owned(), 2));
+        let tenants: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tenants")
+            .fetch_one(store.reader())
+            .await
+            .unwrap();
+        super::remove_temp(store, &path).await;
+        assert_eq!(tenants, 1);
     }
 }
