@@ -24,7 +24,7 @@ use crate::clock::now_ms;
 use crate::model::{ClaimSubmitted, Decision};
 use crate::stages::snapshot::{twins, Snapshot};
 use crate::stages::StageError;
-use crate::store::{Checkpointing, DecisionTexts, NewClaim, Store, StoreError, TaskDecision};
+use crate::store::{DecisionTexts, NewClaim, Store, StoreError, TaskDecision};
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
 
@@ -95,9 +95,10 @@ type Extents = Vec<(TopicSpec, Vec<(u32, i64, i64)>)>;
 /// Pages read and decoded while the previous ones are written.
 const READ_AHEAD: usize = 1;
 
-/// Rebuilds the snapshots into `into` (migrated, empty) from `bus`'s topics. One task
-/// reads and decodes pages, and serialises what it can of them, while this one writes
-/// them, in order.
+/// Rebuilds the snapshots into `into` (migrated, empty, and on SQLite opened with
+/// [`StoreOptions::bulk_load`](crate::store::StoreOptions::bulk_load), which keeps no
+/// log to copy) from `bus`'s topics. One task reads and decodes pages, and serialises
+/// what it can of them, while this one writes them, in order.
 pub async fn rebuild(
     bus: &Bus,
     topics: &Topics,
@@ -117,12 +118,7 @@ pub async fn rebuild(
         .map(|(_, lo, hi)| (hi - lo) as u64)
         .sum();
     let indexes = into.drop_secondary_indexes().await?;
-    // The log is copied into the database file beside the writes, as `serve` does:
-    // left to the writer, a rebuild's commits stopped for the copy (at a million
-    // claims, a sixth of the writer's time).
-    let checkpoints = Checkpointing::start(into);
     let written = write_all(bus, topics, into, extents, total, &mut progress).await;
-    checkpoints.stop().await;
     // Made again whether or not the rebuild went through: the database is whole.
     into.remake_indexes(&indexes).await?;
     // Opened as a bulk load, the database is durable from here on only.
