@@ -253,7 +253,9 @@ fn try_claim(
             candidate,
             rules_matched: decision
                 .trace
-                .iter()
+                .entries()
+                .into_iter()
+                .flatten()
                 .filter(|t| t.matched)
                 .map(|t| t.rule_id.to_string())
                 .collect(),

@@ -118,11 +118,25 @@ pub async fn rebuild(
         .map(|(_, lo, hi)| (hi - lo) as u64)
         .sum();
     let indexes = into.drop_secondary_indexes().await?;
+    let started = std::time::Instant::now();
     let written = write_all(bus, topics, into, extents, total, &mut progress).await;
+    tracing::info!(
+        records = total,
+        seconds = started.elapsed().as_secs_f64(),
+        "topics read and written"
+    );
     // Made again whether or not the rebuild went through: the database is whole.
+    let started = std::time::Instant::now();
     into.remake_indexes(&indexes).await?;
+    tracing::info!(
+        indexes = indexes.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "indexes made"
+    );
     // Opened as a bulk load, the database is durable from here on only.
+    let started = std::time::Instant::now();
     into.sync().await?;
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), "database synced");
     written
 }
 
@@ -216,7 +230,10 @@ async fn read_all(
         loop {
             let read = match pages.next().await {
                 Ok(None) => break,
-                Ok(Some(records)) => decode(&topics, &topic, &records, &mut twins),
+                Ok(Some(records)) => {
+                    let as_published = bus.reads_as_published(&topic);
+                    decode(&topics, &topic, &records, as_published, &mut twins)
+                }
                 Err(e) => Err(RebuildError::from(e)),
             };
             let failed = read.is_err();
@@ -240,10 +257,14 @@ async fn read_all(
     twins.replaced
 }
 
+/// A page of `topic`'s records, decoded. `as_published`: the records are the JSON
+/// text their writer published (see [`Bus::reads_as_published`]), so the decisions'
+/// traces are written on as they were read: the text a decision's audit record holds.
 fn decode(
     topics: &Topics,
     topic: &TopicSpec,
     records: &[Record],
+    as_published: bool,
     twins: &mut twins::Twins,
 ) -> Result<Read, RebuildError> {
     fn all<T: serde::de::DeserializeOwned>(records: &[Record]) -> (Vec<T>, u64) {
@@ -269,9 +290,13 @@ fn decode(
     } else if topic == &topics.decided {
         // The page's decisions repeat their claims' providers, contracts, members and
         // plans in their facts; their events are not rebuilt (they are on
-        // `claims.events`).
+        // `claims.events`); their traces are written on as they were read, where that
+        // is as they were written.
         let (v, s) = crate::model::shared::reading_shared(|| {
-            crate::model::event::reading_without_events(|| all(records))
+            crate::model::event::reading_without_events(|| match as_published {
+                true => crate::model::trace::reading_as_text(|| all(records)),
+                false => all(records),
+            })
         });
         let ordered = twins.order(v);
         let texts = ordered

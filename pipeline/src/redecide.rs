@@ -60,7 +60,7 @@ pub fn redecide(
         .map(|e| std::mem::take(&mut e.trace));
     let mut decision = decide::decide(&evaluated, &facts, now_ms, pass);
     if let Some(trace) = trace {
-        decision.trace = trace;
+        decision.trace = trace.into();
     }
     facts.provider = evaluated.provider;
     facts.contract = evaluated.contract;

@@ -50,6 +50,16 @@ pub enum Consumer {
 }
 
 impl Bus {
+    /// Whether `topic`'s records read back as the JSON text they were published as: on
+    /// the embedded log, always; on Kafka, on a topic without a schema. (A topic with
+    /// one carries Avro, and its records' JSON is written anew on reading.)
+    pub fn reads_as_published(&self, topic: &TopicSpec) -> bool {
+        match self {
+            Bus::Embedded(_) => true,
+            Bus::Kafka(_) => topic.schema.is_none(),
+        }
+    }
+
     /// Appends the messages, each to the partition its key hashes to, in order per key.
     /// Durable when it returns.
     pub async fn publish(&self, topic: &TopicSpec, messages: &[Message]) -> Result<(), BusError> {

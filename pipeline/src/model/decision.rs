@@ -12,8 +12,7 @@ use serde_json::value::RawValue;
 
 use super::event::{DomainEvent, EventKind, Json};
 use crate::adjudication::{Pricing, Usage};
-use crate::model::{member_key, DecisionFacts, FraudScore};
-use crate::rules::TraceEntry;
+use crate::model::{member_key, DecisionFacts, FraudScore, Trace};
 
 /// The decision on one claim, as the snapshot writer stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +39,7 @@ pub struct Decision {
     pub task_id: Option<String>,
     pub priority: i64,
     pub decided_at_ms: i64,
-    pub trace: Vec<TraceEntry>,
+    pub trace: Trace,
     #[serde(deserialize_with = "super::event::deserialize_events")]
     pub events: Vec<DomainEvent>,
     /// The claim's lines with their adjudication; their approved amounts add up to
@@ -213,7 +212,7 @@ impl Decision {
             task_id: None,
             priority: 0,
             decided_at_ms: 0,
-            trace: Vec::new(),
+            trace: Trace::default(),
             events: Vec::new(),
             lines: Vec::new(),
             eligibility: None,

@@ -10,6 +10,7 @@ pub mod facts;
 pub mod fraud;
 pub mod ids;
 pub mod shared;
+pub mod trace;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
 pub use decision::{Decision, Written, WRITTEN_PREFIX};
@@ -17,3 +18,4 @@ pub use event::{DomainEvent, EventKind, Json};
 pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};
 pub use ids::{derived_id, ordered_id, ordered_name_id};
+pub use trace::Trace;

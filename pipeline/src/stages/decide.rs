@@ -350,7 +350,8 @@ pub fn decide(
             .rules
             .as_ref()
             .map(|e| e.trace.clone())
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into(),
         events,
         lines,
         eligibility: facts.eligibility,

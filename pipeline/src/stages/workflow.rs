@@ -105,7 +105,7 @@ pub fn process(
         task_id: Some(cmd.task_id.clone()),
         priority: 0,
         decided_at_ms: cmd.decided_at_ms,
-        trace: Vec::new(),
+        trace: Default::default(),
         events: vec![first],
         lines,
         eligibility: None,

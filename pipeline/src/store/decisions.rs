@@ -10,8 +10,7 @@ use serde_json::value::RawValue;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
-use crate::model::Decision;
-use crate::rules::TraceEntry;
+use crate::model::{Decision, Trace};
 
 impl Decision {
     /// The decision's audit record.
@@ -103,8 +102,9 @@ struct DecisionDetails<'a> {
     task_id: Option<&'a str>,
     /// Every rule of the rulebook in order. (Records written before receipts kept only
     /// the rules that matched or failed; the others of that rulebook version evaluated
-    /// to false.) A rule that did not match is written short: see [`TraceEntry`].
-    trace: &'a [TraceEntry],
+    /// to false.) A rule that did not match is written short: see
+    /// [`TraceEntry`](crate::rules::TraceEntry).
+    trace: &'a Trace,
 }
 
 /// Decisions per statement: 15 bound values a row stays well under SQLite's 32,766.
