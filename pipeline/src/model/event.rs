@@ -21,14 +21,7 @@ thread_local! {
 /// are about a third of its record on `claims.decided`, and building them was a third
 /// of what reading the record cost it.
 pub fn reading_without_events<R>(read: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            WITHOUT_EVENTS.with(|w| w.set(self.0));
-        }
-    }
-    let _restore = Restore(WITHOUT_EVENTS.with(|w| w.replace(true)));
-    read()
+    super::with_flag(&WITHOUT_EVENTS, read)
 }
 
 /// For `#[serde(deserialize_with = "event::deserialize_events")]` on a decision's

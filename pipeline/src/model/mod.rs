@@ -19,3 +19,19 @@ pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};
 pub use ids::{derived_id, ordered_id, ordered_name_id};
 pub use trace::Trace;
+
+/// Runs `read` with the thread's `flag` set, then puts it back as it was (even should
+/// `read` panic): how a reader asks the model to read some field its own way.
+fn with_flag<R>(
+    flag: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
+    read: impl FnOnce() -> R,
+) -> R {
+    struct Restore(&'static std::thread::LocalKey<std::cell::Cell<bool>>, bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            self.0.with(|f| f.set(self.1));
+        }
+    }
+    let _restore = Restore(flag, flag.with(|f| f.replace(true)));
+    read()
+}

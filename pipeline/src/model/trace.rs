@@ -23,14 +23,7 @@ thread_local! {
 /// values can be taken as raw text); the text it keeps is written out unchanged, so
 /// it is byte for byte what the writer of the record wrote.
 pub fn reading_as_text<R>(read: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            AS_TEXT.with(|t| t.set(self.0));
-        }
-    }
-    let _restore = Restore(AS_TEXT.with(|t| t.replace(true)));
-    read()
+    super::with_flag(&AS_TEXT, read)
 }
 
 /// The rules' trace of a decision.
