@@ -118,26 +118,25 @@ pub async fn rebuild(
         .map(|(_, lo, hi)| (hi - lo) as u64)
         .sum();
     let indexes = into.drop_secondary_indexes().await?;
-    let started = std::time::Instant::now();
-    let written = write_all(bus, topics, into, extents, total, &mut progress).await;
-    tracing::info!(
-        records = total,
-        seconds = started.elapsed().as_secs_f64(),
-        "topics read and written"
-    );
+    let written = timed(
+        "topics read and written",
+        write_all(bus, topics, into, extents, total, &mut progress),
+    )
+    .await;
     // Made again whether or not the rebuild went through: the database is whole.
-    let started = std::time::Instant::now();
-    into.remake_indexes(&indexes).await?;
-    tracing::info!(
-        indexes = indexes.len(),
-        seconds = started.elapsed().as_secs_f64(),
-        "indexes made"
-    );
+    timed("indexes made", into.remake_indexes(&indexes)).await?;
     // Opened as a bulk load, the database is durable from here on only.
-    let started = std::time::Instant::now();
-    into.sync().await?;
-    tracing::info!(seconds = started.elapsed().as_secs_f64(), "database synced");
+    timed("database synced", into.sync()).await?;
     written
+}
+
+/// Awaits `part` of a rebuild and logs how long it took: an operator's view of where a
+/// long rebuild spends its time.
+async fn timed<T>(part: &str, work: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let done = work.await;
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), "{part}");
+    done
 }
 
 async fn write_all(
@@ -226,14 +225,12 @@ async fn read_all(
 ) -> u64 {
     let mut twins = twins::Twins::default();
     for (topic, extent) in extents {
+        let as_published = bus.reads_as_published(&topic);
         let mut pages = bus.pages(&topic, extent, PAGE);
         loop {
             let read = match pages.next().await {
                 Ok(None) => break,
-                Ok(Some(records)) => {
-                    let as_published = bus.reads_as_published(&topic);
-                    decode(&topics, &topic, &records, as_published, &mut twins)
-                }
+                Ok(Some(records)) => decode(&topics, &topic, &records, as_published, &mut twins),
                 Err(e) => Err(RebuildError::from(e)),
             };
             let failed = read.is_err();
@@ -293,9 +290,12 @@ fn decode(
         // `claims.events`); their traces are written on as they were read, where that
         // is as they were written.
         let (v, s) = crate::model::shared::reading_shared(|| {
-            crate::model::event::reading_without_events(|| match as_published {
-                true => crate::model::trace::reading_as_text(|| all(records)),
-                false => all(records),
+            crate::model::event::reading_without_events(|| {
+                if as_published {
+                    crate::model::trace::reading_as_text(|| all(records))
+                } else {
+                    all(records)
+                }
             })
         });
         let ordered = twins.order(v);
