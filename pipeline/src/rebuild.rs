@@ -3,7 +3,8 @@
 //! database from the topics of record alone, on the embedded log or on Kafka.
 //!
 //! Three passes, each a topic read a page at a time outside any consumer group (a
-//! rebuild moves no live group's offsets):
+//! rebuild moves no live group's offsets), its partitions side by side (see
+//! [`Bus::pages`]):
 //! 1. `claims.intake`: every admitted claim's row, as intake wrote it; then the marks
 //!    replacements leave on the claims they replace.
 //! 2. `claims.decided`, each partition in order: the snapshot stage's own write
@@ -117,7 +118,7 @@ pub async fn rebuild(
         .flat_map(|(_, e)| e)
         .map(|(_, lo, hi)| (hi - lo) as u64)
         .sum();
-    let indexes = into.drop_secondary_indexes().await?;
+    let indexes = into.drop_indexes_made_at_end().await?;
     let written = timed(
         "topics read and written",
         write_all(bus, topics, into, extents, total, &mut progress),

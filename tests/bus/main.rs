@@ -47,6 +47,7 @@ buses!(
         a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again,
         a_waiting_consumer_wakes_as_soon_as_a_record_is_published,
         a_closed_consumer_hands_its_partitions_over_at_once_and_a_static_one_keeps_them,
+        pages_go_through_the_partitions_side_by_side_each_in_offset_order,
     ],
     embedded: [
         one_process_at_a_time_consumes_a_group_and_another_takes_over_from_the_commit,
@@ -200,6 +201,53 @@ async fn records_come_back_in_order_per_key_with_their_offsets(b: Backend) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// What `claims replay` reads: every record once, each partition in offset order, and
+/// each page a share of every partition not read to its end, so that records written
+/// at about the same time are rebuilt at about the same time.
+async fn pages_go_through_the_partitions_side_by_side_each_in_offset_order(b: Backend) {
+    let f = fixture(b).await;
+    let bus = f.bus();
+    let t = topic("claims.decided", false);
+    let msgs: Vec<Message> = (0..48)
+        .map(|i| msg(&format!("k{}", i % 8), &format!("v{i}")))
+        .collect();
+    bus.publish(&t, &msgs).await.unwrap();
+    let extent = bus.extent(&t).await.unwrap();
+    let partitions: std::collections::BTreeSet<u32> = extent.iter().map(|e| e.0).collect();
+    assert!(partitions.len() > 1, "{extent:?}");
+    let mut pages = bus.pages(&t, extent, 8);
+    let mut read = Vec::new();
+    let mut first = true;
+    while let Some(page) = pages.next().await.unwrap() {
+        assert!(!page.is_empty() && page.len() <= 8, "{}", page.len());
+        if first {
+            let of_page: std::collections::BTreeSet<u32> =
+                page.iter().map(|r| r.partition).collect();
+            assert_eq!(
+                of_page, partitions,
+                "the first page takes from every partition"
+            );
+            first = false;
+        }
+        read.extend(page);
+    }
+    let mut values: Vec<String> = read
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone()).unwrap())
+        .collect();
+    values.sort_by_key(|v| v[1..].parse::<u32>().unwrap());
+    let sent: Vec<String> = (0..48).map(|i| format!("v{i}")).collect();
+    assert_eq!(values, sent, "every record once");
+    for p in &partitions {
+        let offsets: Vec<i64> = read
+            .iter()
+            .filter(|r| r.partition == *p)
+            .map(|r| r.offset)
+            .collect();
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{p}: {offsets:?}");
+    }
 }
 
 async fn a_consumer_resumes_after_its_commit_and_uncommitted_records_come_again(b: Backend) {

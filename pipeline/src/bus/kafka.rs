@@ -291,17 +291,6 @@ impl KafkaBus {
         Ok(records.split_off(skip))
     }
 
-    /// The records of one partition of `topic` in `[from, to)`, in order.
-    pub async fn read(
-        &self,
-        topic: &TopicSpec,
-        partition: u32,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<Record>, BusError> {
-        self.read_ranges(topic, vec![(partition, from, to)]).await
-    }
-
     /// (partition, low, high) watermarks of each partition of `topic`.
     pub async fn watermarks(&self, topic: &TopicSpec) -> Result<Vec<(u32, i64, i64)>, BusError> {
         let consumer = self.reader()?;
@@ -379,8 +368,9 @@ impl KafkaBus {
             .map_err(broker)
     }
 
-    /// Reads `[from, to)` of each listed partition of `topic`.
-    async fn read_ranges(
+    /// Reads `[from, to)` of each listed partition of `topic`, in order per partition,
+    /// the partitions in number order.
+    pub async fn read_ranges(
         &self,
         spec: &TopicSpec,
         ranges: Vec<(u32, i64, i64)>,

@@ -1,6 +1,13 @@
-//! A topic read a page at a time, partition after partition, each in offset order,
-//! outside any consumer group: what a rebuild and a webhook replay read, moving no live
-//! group's offsets.
+//! A topic read a page at a time outside any consumer group: what a rebuild and a
+//! webhook replay read, moving no live group's offsets.
+//!
+//! A page takes an equal share of its records from every partition not yet read to
+//! its end, each share in offset order, so the pages go through the partitions side by
+//! side rather than one after the other. Records of one key share a partition, so
+//! each key's records still come in their order; and records written at about the
+//! same time come in about the same page. That is what a rebuild's writes want: a
+//! page of claims or of decisions touches a narrow stretch of the store's rows and
+//! keys (whose ids grow with time) rather than the whole table once per partition.
 
 use super::{Bus, BusError, Record, TopicSpec};
 
@@ -9,10 +16,8 @@ use super::{Bus, BusError, Record, TopicSpec};
 pub struct Pages<'a> {
     bus: &'a Bus,
     topic: &'a TopicSpec,
-    /// Partitions still to read, each with its next and end offsets.
-    left: std::vec::IntoIter<(u32, i64, i64)>,
-    /// The partition being read, with its next and end offsets.
-    at: Option<(u32, i64, i64)>,
+    /// Each partition with its next and end offsets; those read to the end are gone.
+    left: Vec<(u32, i64, i64)>,
     size: i64,
 }
 
@@ -28,27 +33,26 @@ impl Bus {
         Pages {
             bus: self,
             topic,
-            left: extent.into_iter(),
-            at: None,
+            left: extent.into_iter().filter(|(_, lo, hi)| hi > lo).collect(),
             size: size.max(1),
         }
     }
 }
 
 impl Pages<'_> {
-    /// The next page; none once every partition is read.
+    /// The next page, partition by partition; none once every partition is read.
     pub async fn next(&mut self) -> Result<Option<Vec<Record>>, BusError> {
-        loop {
-            let Some((partition, next, end)) = self.at.take().or_else(|| self.left.next()) else {
-                return Ok(None);
-            };
-            if next >= end {
-                continue;
-            }
-            let to = end.min(next + self.size);
-            let page = self.bus.read(self.topic, partition, next, to).await?;
-            self.at = Some((partition, to, end));
-            return Ok(Some(page));
+        if self.left.is_empty() {
+            return Ok(None);
         }
+        let share = (self.size / self.left.len() as i64).max(1);
+        let mut ranges = Vec::with_capacity(self.left.len());
+        for (partition, next, end) in &mut self.left {
+            let to = (*end).min(*next + share);
+            ranges.push((*partition, *next, to));
+            *next = to;
+        }
+        self.left.retain(|(_, next, end)| next < end);
+        self.bus.read_ranges(self.topic, ranges).await.map(Some)
     }
 }
