@@ -22,7 +22,7 @@ use std::collections::HashSet;
 
 use crate::bus::{Bus, BusError, Record, TopicSpec};
 use crate::clock::now_ms;
-use crate::model::{ClaimSubmitted, Decision};
+use crate::model::{ClaimSubmitted, Decision, WRITTEN_PREFIX};
 use crate::stages::snapshot::{twins, Snapshot};
 use crate::stages::StageError;
 use crate::store::{DecisionTexts, NewClaim, Store, StoreError, TaskDecision};
@@ -265,12 +265,22 @@ fn decode(
     as_published: bool,
     twins: &mut twins::Twins,
 ) -> Result<Read, RebuildError> {
-    fn all<T: serde::de::DeserializeOwned>(records: &[Record]) -> (Vec<T>, u64) {
+    /// The records that decode; those `as_text` names are read inside
+    /// [`reading_as_text`](crate::model::trace::reading_as_text).
+    fn all<T: serde::de::DeserializeOwned>(
+        records: &[Record],
+        as_text: impl Fn(&Record) -> bool,
+    ) -> (Vec<T>, u64) {
         let mut skipped = 0;
         let values = records
             .iter()
             .filter_map(|r| {
-                let v = serde_json::from_slice(&r.value).ok();
+                let read = || serde_json::from_slice(&r.value).ok();
+                let v = if as_text(r) {
+                    crate::model::trace::reading_as_text(read)
+                } else {
+                    read()
+                };
                 skipped += u64::from(v.is_none());
                 v
             })
@@ -278,7 +288,7 @@ fn decode(
         (values, skipped)
     }
     let (page, skipped) = if topic == &topics.intake {
-        let (v, s) = all::<ClaimSubmitted>(records);
+        let (v, s) = all::<ClaimSubmitted>(records, |_| false);
         let claims = v
             .into_iter()
             .map(|c| serde_json::to_string(&c.claim).map(|text| (c, text)))
@@ -288,16 +298,13 @@ fn decode(
     } else if topic == &topics.decided {
         // The page's decisions repeat their claims' providers, contracts, members and
         // plans in their facts; their events are not rebuilt (they are on
-        // `claims.events`); their traces are written on as they were read, where that
-        // is as they were written.
+        // `claims.events`). A decision the store wrote is written again as it is: its
+        // trace, facts and pricing are written on as they were read, where that is as
+        // they were written. The others are applied as the snapshot stage applies
+        // them, which reads their pricing and sets their facts.
+        let written = |r: &Record| as_published && r.value.starts_with(WRITTEN_PREFIX);
         let (v, s) = crate::model::shared::reading_shared(|| {
-            crate::model::event::reading_without_events(|| {
-                if as_published {
-                    crate::model::trace::reading_as_text(|| all(records))
-                } else {
-                    all(records)
-                }
-            })
+            crate::model::event::reading_without_events(|| all(records, written))
         });
         let ordered = twins.order(v);
         let texts = ordered
@@ -306,7 +313,7 @@ fn decode(
             .collect();
         (Page::Decisions(ordered, texts), s)
     } else {
-        let (v, s) = all(records);
+        let (v, s) = all(records, |_| false);
         (Page::OfficerDecisions(v), s)
     };
     Ok(Read {

@@ -4,7 +4,7 @@
 //! kept (see [`DecisionFacts`]), with its fraud score as it was: scoring it again would
 //! count the claim twice in its member's and provider's figures.
 
-use crate::model::{ClaimInProcess, DecidedClaim, Decision};
+use crate::model::{ClaimInProcess, DecidedClaim, Decision, Kept};
 use crate::rules::{CompiledRulebook, Tracing};
 use crate::stages::decide::{self, Pass};
 use crate::stages::rules;
@@ -67,7 +67,7 @@ pub fn redecide(
     facts.rejection = evaluated.rejection;
     facts.outcome = Some(decision.outcome);
     facts.approved_amount = decision.approved_amount;
-    decision.facts = Some(Box::new(facts));
+    decision.facts = Some(Box::new(facts).into());
     decision
 }
 
@@ -76,12 +76,17 @@ pub fn redecide(
 /// member's later claims are not priced again, so a candidate that pays one claim
 /// differently does not move the member's later claims.
 pub fn priced(decision: &mut Decision) -> i64 {
-    let year = decision.facts.as_ref().and_then(|f| f.year_before.clone());
-    if let (Some(pricing), Some(year)) = (decision.pricing.take(), year) {
+    let year = decision
+        .facts
+        .as_ref()
+        .and_then(Kept::value)
+        .and_then(|f| f.year_before.clone());
+    let pricing = decision.pricing.take();
+    if let (Some(Kept::Value(pricing)), Some(year)) = (&pricing, year) {
         let mut lines = std::mem::take(&mut decision.lines);
         pricing.adjudicate(&mut lines, &year);
         decision.set_lines(lines);
-        decision.pricing = Some(pricing);
     }
+    decision.pricing = pricing;
     decision.approved_amount
 }

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use super::event::{DomainEvent, EventKind, Json};
 use crate::adjudication::{Pricing, Usage};
-use crate::model::{member_key, DecisionFacts, FraudScore, Trace};
+use crate::model::{member_key, DecisionFacts, FraudScore, Kept, Trace};
 
 /// The decision on one claim, as the snapshot writer stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub struct Decision {
     /// For a member on a plan, what the member's year is applied to (see
     /// [`Pricing`]): the lines above are final once the snapshot stage applied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pricing: Option<Pricing>,
+    pub pricing: Option<Kept<Pricing>>,
     /// The amount an officer approved, when they named one: it applies after the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub officer_amount: Option<i64>,
@@ -71,7 +71,7 @@ pub struct Decision {
     /// On the automatic decision: what it was decided with besides the claim, kept
     /// with the claim for backtests and reprocessing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facts: Option<Box<DecisionFacts>>,
+    pub facts: Option<Kept<Box<DecisionFacts>>>,
     /// Set by the snapshot stage when the decision counts in the member's year: the
     /// year and the claim's usage, for the store's copy of the accumulators. On the
     /// topic only in a decision the fused chain wrote already (see [`Self::written`]).

@@ -9,6 +9,7 @@ pub mod event;
 pub mod facts;
 pub mod fraud;
 pub mod ids;
+pub mod kept;
 pub mod shared;
 pub mod trace;
 
@@ -18,6 +19,7 @@ pub use event::{DomainEvent, EventKind, Json};
 pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};
 pub use ids::{derived_id, ordered_id, ordered_name_id};
+pub use kept::Kept;
 pub use trace::Trace;
 
 /// Runs `read` with the thread's `flag` set, then puts it back as it was (even should

@@ -19,11 +19,16 @@ thread_local! {
 }
 
 /// Runs `read`, in which every trace read is kept as the JSON text it was written as,
-/// with the number of its entries. `read` must read JSON with `serde_json` (whose
+/// with the number of its entries, and so is every [`Kept`](super::Kept) member. `read` must read JSON with `serde_json` (whose
 /// values can be taken as raw text); the text it keeps is written out unchanged, so
 /// it is byte for byte what the writer of the record wrote.
 pub fn reading_as_text<R>(read: impl FnOnce() -> R) -> R {
     super::with_flag(&AS_TEXT, read)
+}
+
+/// Whether this thread reads inside [`reading_as_text`].
+pub(super) fn as_text() -> bool {
+    AS_TEXT.with(Cell::get)
 }
 
 /// The rules' trace of a decision.
@@ -83,7 +88,7 @@ impl Serialize for Trace {
 
 impl<'de> Deserialize<'de> for Trace {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        if !AS_TEXT.with(Cell::get) {
+        if !as_text() {
             return Vec::deserialize(d).map(Self::Entries);
         }
         let json = Json::deserialize(d)?;

@@ -31,7 +31,7 @@ use crate::bus::{Record, TopicSpec};
 use crate::clock::{ms_to_rfc3339, Clock};
 use crate::config_cache::{ConfigCache, MemberPlan};
 use crate::model::{
-    ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind, PlanFacts,
+    ordered_id, ClaimInProcess, Decision, DecisionFacts, DomainEvent, EventKind, Kept, PlanFacts,
 };
 use crate::rules::{ContractFacts, Evaluation};
 use crate::topics::Topics;
@@ -55,7 +55,7 @@ pub fn process(
     let mut decision = decide(claim, &facts, now_ms, Pass::First);
     facts.outcome = Some(decision.outcome);
     facts.approved_amount = decision.approved_amount;
-    decision.facts = Some(Box::new(facts));
+    decision.facts = Some(Box::new(facts).into());
     decision
 }
 
@@ -357,7 +357,7 @@ pub fn decide(
         eligibility: facts.eligibility,
         reviews: None,
         officer: None,
-        pricing,
+        pricing: pricing.map(Kept::from),
         officer_amount: None,
         replaces_claim_id: replaced.map(str::to_owned),
         facts: None,

@@ -17,7 +17,7 @@ use super::runner::{decode, encode, Outputs, Stage, StageError};
 use crate::adjudication::{adjudicate_views, approved_total, settle, Denial, Pricing, Verdict};
 use crate::bus::{Record, TopicSpec};
 use crate::clock::ms_to_rfc3339;
-use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore, Json};
+use crate::model::{derived_id, Decision, DomainEvent, EventKind, FraudScore, Json, Kept};
 use crate::store::Store;
 use crate::topics::Topics;
 use crate::workflow::OfficerDecision;
@@ -115,7 +115,9 @@ pub fn process(
             .as_ref()
             .and(cmd.approved_amount)
             .filter(|_| outcome == Outcome::Approved),
-        pricing: pricing.filter(|_| outcome == Outcome::Approved),
+        pricing: pricing
+            .filter(|_| outcome == Outcome::Approved)
+            .map(Kept::from),
         replaces_claim_id: None,
         facts: None,
         counted: None,

@@ -250,20 +250,23 @@ mod tests {
             "modifiers": [], "adjudication": null,
         }))
         .unwrap()];
-        d.pricing = Some(Pricing {
-            member_id: "M-1".into(),
-            plan_id: "gold".into(),
-            benefits: Arc::new(schemas::plan::Benefits {
-                deductible: 50_000,
-                coinsurance_pct: 20,
-                out_of_pocket_max: 1_000_000,
-                ..Default::default()
-            }),
-            year: 2026,
-            fee_schedule: Default::default(),
-            denials: Vec::new(),
-            cap: None,
-        });
+        d.pricing = Some(
+            Pricing {
+                member_id: "M-1".into(),
+                plan_id: "gold".into(),
+                benefits: Arc::new(schemas::plan::Benefits {
+                    deductible: 50_000,
+                    coinsurance_pct: 20,
+                    out_of_pocket_max: 1_000_000,
+                    ..Default::default()
+                }),
+                year: 2026,
+                fee_schedule: Default::default(),
+                denials: Vec::new(),
+                cap: None,
+            }
+            .into(),
+        );
         d
     }
 

@@ -15,7 +15,7 @@
 //! [`Pricing`]: crate::adjudication::Pricing
 
 use crate::adjudication::{settle, usage_of, Counted, Usage};
-use crate::model::Decision;
+use crate::model::{Decision, Kept};
 
 use super::accumulators::{Accumulators, Entry};
 
@@ -93,7 +93,7 @@ fn count(d: &Decision, state: &mut Accumulators, year: i32, usage: Usage) -> Opt
 }
 
 fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
-    let pricing = d.pricing.as_ref()?;
+    let pricing = d.pricing.as_ref()?.value()?;
     let year_of_service = pricing.year;
     let (tenant, member) = (d.tenant_id.as_str(), d.member_id.as_str());
     let before = state
@@ -103,7 +103,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
     let mut lines = std::mem::take(&mut d.lines);
     let mut usage = pricing.adjudicate(&mut lines, &before);
     // The year as the claim found it: a backtest prices the claim against it again.
-    if let Some(facts) = d.facts.as_deref_mut() {
+    if let Some(facts) = d.facts.as_mut().and_then(Kept::value_mut) {
         facts.year_before = Some(before);
     }
     if let Some(amount) = d.officer_amount {
@@ -111,7 +111,7 @@ fn apply(d: &mut Decision, state: &mut Accumulators) -> Option<Count> {
         usage = usage_of(&lines);
     }
     d.set_lines(lines);
-    if let Some(facts) = d.facts.as_deref_mut() {
+    if let Some(facts) = d.facts.as_mut().and_then(Kept::value_mut) {
         facts.approved_amount = d.approved_amount;
     }
     if !d.is_payable() {
