@@ -40,7 +40,8 @@ impl Bus {
 }
 
 impl Pages<'_> {
-    /// The next page, partition by partition; none once every partition is read.
+    /// The next page: a share of each partition not read to its end; none once every
+    /// partition is.
     pub async fn next(&mut self) -> Result<Option<Vec<Record>>, BusError> {
         if self.left.is_empty() {
             return Ok(None);

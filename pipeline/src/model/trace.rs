@@ -19,9 +19,10 @@ thread_local! {
 }
 
 /// Runs `read`, in which every trace read is kept as the JSON text it was written as,
-/// with the number of its entries, and so is every [`Kept`](super::Kept) member. `read` must read JSON with `serde_json` (whose
-/// values can be taken as raw text); the text it keeps is written out unchanged, so
-/// it is byte for byte what the writer of the record wrote.
+/// with the number of its entries, and so is every [`Kept`](super::Kept) member.
+/// `read` must read JSON with `serde_json` (whose values can be taken as raw text); the
+/// text it keeps is written out unchanged, so it is byte for byte what the writer of
+/// the record wrote.
 pub fn reading_as_text<R>(read: impl FnOnce() -> R) -> R {
     super::with_flag(&AS_TEXT, read)
 }
