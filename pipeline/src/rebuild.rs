@@ -266,7 +266,7 @@ fn decode(
     twins: &mut twins::Twins,
 ) -> Result<Read, RebuildError> {
     /// The records that decode; those `as_text` names are read inside
-    /// [`reading_as_text`](crate::model::trace::reading_as_text).
+    /// [`reading_as_text`](crate::model::reading_as_text).
     fn all<T: serde::de::DeserializeOwned>(
         records: &[Record],
         as_text: impl Fn(&Record) -> bool,
@@ -277,7 +277,7 @@ fn decode(
             .filter_map(|r| {
                 let read = || serde_json::from_slice(&r.value).ok();
                 let v = if as_text(r) {
-                    crate::model::trace::reading_as_text(read)
+                    crate::model::reading_as_text(read)
                 } else {
                     read()
                 };

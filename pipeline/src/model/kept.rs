@@ -1,6 +1,6 @@
 //! A member of a decision that a reader which only writes it on keeps as the JSON text
 //! it was written as: `claims replay` reading a decision the store wrote (see
-//! [`trace::reading_as_text`](super::trace::reading_as_text)), whose facts and pricing
+//! [`reading_as_text`](super::reading_as_text)), whose facts and pricing
 //! it writes into the store's copy of the claim exactly as it read them. Building each
 //! and serialising it again gave back the text it started from, for about a fifteenth
 //! of a rebuild's CPU.
@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::event::Json;
 
-/// A value, or, read inside [`reading_as_text`](super::trace::reading_as_text), its
+/// A value, or, read inside [`reading_as_text`](super::reading_as_text), its
 /// JSON text as written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kept<T> {
@@ -51,7 +51,7 @@ impl<T: Serialize> Serialize for Kept<T> {
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Kept<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        if super::trace::as_text() {
+        if super::as_text() {
             Json::deserialize(d).map(Self::Text)
         } else {
             T::deserialize(d).map(Self::Value)
@@ -62,7 +62,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Kept<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::trace::reading_as_text;
+    use crate::model::reading_as_text;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Facts {

@@ -22,6 +22,26 @@ pub use ids::{derived_id, ordered_id, ordered_name_id};
 pub use kept::Kept;
 pub use trace::Trace;
 
+thread_local! {
+    /// Whether traces and [`Kept`] members read on this thread are kept as text: see
+    /// [`reading_as_text`].
+    static AS_TEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `read`, in which every [`Trace`] read is kept as the JSON text it was written
+/// as, with the number of its entries, and so is every [`Kept`] member. `read` must
+/// read JSON with `serde_json` (whose values can be taken as raw text); the text it
+/// keeps is written out unchanged, so it is byte for byte what the writer of the record
+/// wrote.
+pub fn reading_as_text<R>(read: impl FnOnce() -> R) -> R {
+    with_flag(&AS_TEXT, read)
+}
+
+/// Whether this thread reads inside [`reading_as_text`].
+fn as_text() -> bool {
+    AS_TEXT.with(std::cell::Cell::get)
+}
+
 /// Runs `read` with the thread's `flag` set, then puts it back as it was (even should
 /// `read` panic): how a reader asks the model to read some field its own way.
 fn with_flag<R>(

@@ -1,42 +1,22 @@
 //! A decision's trace of its rulebook: what each rule did, in rulebook order. It rides
 //! on the decision's record on `claims.decided` and in its audit record, where the
-//! store writes it as it is. A reader that only writes it on ([`reading_as_text`]:
+//! store writes it as it is. A reader that only writes it on ([`reading_as_text`](super::reading_as_text):
 //! `claims replay`) keeps the JSON text it was written as instead of building an entry
 //! per rule and writing them out again, which was a tenth of what rebuilding a
 //! decision cost.
 
-use std::cell::Cell;
-
 use serde::de::{Error as _, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::as_text;
 use super::event::Json;
 use crate::rules::TraceEntry;
-
-thread_local! {
-    /// Whether traces read on this thread are kept as text: see [`reading_as_text`].
-    static AS_TEXT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `read`, in which every trace read is kept as the JSON text it was written as,
-/// with the number of its entries, and so is every [`Kept`](super::Kept) member.
-/// `read` must read JSON with `serde_json` (whose values can be taken as raw text); the
-/// text it keeps is written out unchanged, so it is byte for byte what the writer of
-/// the record wrote.
-pub fn reading_as_text<R>(read: impl FnOnce() -> R) -> R {
-    super::with_flag(&AS_TEXT, read)
-}
-
-/// Whether this thread reads inside [`reading_as_text`].
-pub(super) fn as_text() -> bool {
-    AS_TEXT.with(Cell::get)
-}
 
 /// The rules' trace of a decision.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Trace {
     Entries(Vec<TraceEntry>),
-    /// Read inside [`reading_as_text`]: the entries' JSON array as written, and how
+    /// Read inside [`reading_as_text`](super::reading_as_text): the entries' JSON array as written, and how
     /// many entries it holds.
     Text {
         json: Json,
@@ -126,6 +106,7 @@ impl<'de> Deserialize<'de> for Count {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::reading_as_text;
 
     const WRITTEN: &str = r#"[{"rule_id":"a","action":"flag","matched":false},{"rule_id":"b","action":"decline","matched":true,"detail":"true \"quoted\""}]"#;
 
