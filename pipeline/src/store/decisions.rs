@@ -315,7 +315,7 @@ impl Writes {
             bound.push(
                 sqlx::query(sql)
                     .bind(d.tenant_id.as_str())
-                    .bind(&d.member_id)
+                    .bind(d.member_id.as_str())
                     .bind(d.replaces_claim_id.as_deref()),
             );
         }
@@ -325,7 +325,7 @@ impl Writes {
                 sqlx::query(sql)
                     .bind(d.decided_at_ms)
                     .bind(d.tenant_id.as_str())
-                    .bind(&d.claim_id),
+                    .bind(d.claim_id.as_str()),
             );
         }
         bound
@@ -383,9 +383,9 @@ fn bind_counts<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) ->
         };
         q = q
             .bind(d.tenant_id.as_str())
-            .bind(&d.member_id)
+            .bind(d.member_id.as_str())
             .bind(i64::from(*year))
-            .bind(&d.claim_id)
+            .bind(d.claim_id.as_str())
             .bind(usage.deductible)
             .bind(usage.out_of_pocket)
             .bind(usage.paid)
@@ -414,14 +414,14 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
         let d = row.d;
         q = q
             .bind(d.tenant_id.as_str())
-            .bind(&d.claim_id)
+            .bind(d.claim_id.as_str())
             .bind(d.status.as_str())
             .bind(d.outcome.as_str())
             .bind(d.approved_amount)
             .bind(d.fraud.as_ref().map(|f| f.fraud_score))
             .bind(row.t.fraud.as_deref())
-            .bind(&d.audit_id)
-            .bind(&row.t.reasons)
+            .bind(d.audit_id.as_str())
+            .bind(row.t.reasons.as_str())
             .bind(d.task_id.as_deref())
             .bind(d.decided_at_ms)
             .bind(d.version)
@@ -438,10 +438,10 @@ fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> 
         q = q
             .bind(d.task_id.as_deref())
             .bind(d.tenant_id.as_str())
-            .bind(&d.claim_id)
+            .bind(d.claim_id.as_str())
             .bind("open")
             .bind(d.priority)
-            .bind(&row.t.reasons)
+            .bind(row.t.reasons.as_str())
             .bind(d.decided_at_ms);
     }
     q
