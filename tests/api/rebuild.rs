@@ -220,7 +220,9 @@ async fn the_snapshots_rebuilt_from_the_topics_are_the_live_ones(b: Backend) {
     let verified = rebuilt.verify_audit("acme").await.unwrap();
     rebuilt.close().await;
     assert!(
-        verified.as_ref().is_ok_and(|records| *records > CLAIMS as u64),
+        verified
+            .as_ref()
+            .is_ok_and(|records| *records > CLAIMS as u64),
         "{verified:?}"
     );
 
