@@ -1,9 +1,9 @@
 //! A decision's trace of its rulebook: what each rule did, in rulebook order. It rides
 //! on the decision's record on `claims.decided` and in its audit record, where the
-//! store writes it as it is. A reader that only writes it on ([`reading_as_text`](super::reading_as_text):
-//! `claims replay`) keeps the JSON text it was written as instead of building an entry
-//! per rule and writing them out again, which was a tenth of what rebuilding a
-//! decision cost.
+//! store writes it as it is. A reader that only writes it on (`claims replay`, inside
+//! [`reading_as_text`](super::reading_as_text)) keeps the JSON text it was written as
+//! instead of building an entry per rule and writing them out again, which was a tenth
+//! of what rebuilding a decision cost.
 
 use serde::de::{Error as _, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -16,8 +16,8 @@ use crate::rules::TraceEntry;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Trace {
     Entries(Vec<TraceEntry>),
-    /// Read inside [`reading_as_text`](super::reading_as_text): the entries' JSON array as written, and how
-    /// many entries it holds.
+    /// Read inside [`reading_as_text`](super::reading_as_text): the entries' JSON array
+    /// as written, and how many entries it holds.
     Text {
         json: Json,
         len: usize,
