@@ -81,12 +81,11 @@ pub fn priced(decision: &mut Decision) -> i64 {
         .as_ref()
         .and_then(Kept::value)
         .and_then(|f| f.year_before.clone());
-    let pricing = decision.pricing.take();
-    if let (Some(Kept::Value(pricing)), Some(year)) = (&pricing, year) {
+    let pricing = decision.pricing.as_ref().and_then(Kept::value);
+    if let (Some(pricing), Some(year)) = (pricing, year) {
         let mut lines = std::mem::take(&mut decision.lines);
         pricing.adjudicate(&mut lines, &year);
         decision.set_lines(lines);
     }
-    decision.pricing = pricing;
     decision.approved_amount
 }
