@@ -244,6 +244,7 @@ async fn run() {
     // bodies and answers 202, under the same client and concurrency.
     let (mut hello, hello_base) = spawn_hello_world();
     wait_listening(&hello_base).await;
+    let mut hello_narrow = 0.0;
     for (in_flight, single_rate) in [SINGLE_CONCURRENCY, WIDE_CONCURRENCY]
         .into_iter()
         .zip(single_rates)
@@ -251,6 +252,9 @@ async fn run() {
         let hello_rate = send_singles(&client, &hello_base, &token, 0..singles, false, in_flight)
             .await
             .rate;
+        if in_flight == SINGLE_CONCURRENCY {
+            hello_narrow = hello_rate;
+        }
         println!(
             "ceiling, hello-world: {hello_rate:>7.0} requests/s (axum, same client, {in_flight} in flight); single intake / hello-world = {:.2}",
             single_rate / hello_rate
@@ -348,6 +352,12 @@ async fn run() {
     );
     println!(
         "intake, single, each with an Idempotency-Key: {keyed:>7.0} claims/s ({per_round} claims)"
+    );
+    // The front end alone against the same ceiling: hello-world had the machine to
+    // itself, which single intake beside the stages shares with them.
+    println!(
+        "intake, single, API process alone (rate limit + idempotency on, {SINGLE_CONCURRENCY} in flight) / hello-world = {:.2}",
+        on / hello_narrow
     );
 
     // Webhooks: one `claim.completed` per claim, queued and sent by a process running
