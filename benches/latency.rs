@@ -53,6 +53,7 @@ fn percentiles(mut v: Vec<f64>) -> String {
 }
 
 async fn run() {
+    support::print_background_load();
     let setting = |name: &str, default: u64| {
         std::env::var(name)
             .ok()

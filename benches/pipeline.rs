@@ -91,6 +91,7 @@ fn main() {
 }
 
 async fn run() {
+    support::print_background_load();
     let n = support::claims_to_send();
     let singles = (n / 10).clamp(1, 10_000);
     // BENCH_KEEP_DIR=1 keeps the service's data for inspection afterwards.

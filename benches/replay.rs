@@ -26,6 +26,7 @@ fn main() {
 }
 
 async fn run() {
+    support::print_background_load();
     let n = support::claims_to_send();
     let service = start_service("replay", DECIDING, &[]).await;
     decide_all(&service, n).await;

@@ -174,6 +174,33 @@ fn clock_ticks_per_sec() -> f64 {
     })
 }
 
+/// Prints how busy the machine was for a second before the run, from `/proc/stat`. The
+/// figures of a run are only as good as the quiet it had: a test broker left running,
+/// idle but reading its storage, once kept one core of the two busy through every run.
+pub fn print_background_load() {
+    // Busy and total jiffies over all cores (iowait counts as idle).
+    fn busy_total() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let v: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let total: u64 = v.iter().sum();
+        Some((total - v.get(3)? - v.get(4)?, total))
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let before = busy_total();
+    std::thread::sleep(Duration::from_secs(1));
+    if let (Some((b0, t0)), Some((b1, t1))) = (before, busy_total()) {
+        let busy = (b1 - b0) as f64 / (t1 - t0).max(1) as f64 * cores as f64;
+        println!("machine before the run: {busy:.2} of {cores} cores busy (over 1 s)");
+    }
+}
+
 /// CPU a process used over a stretch of a run: take [`CpuMark::now`] at its start.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMark {

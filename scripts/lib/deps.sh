@@ -103,7 +103,10 @@ ensure_upload_tools() {
 # Kafka or Redpanda package reaches Debian 12 without Docker, so the tests use nisshi, a
 # Kafka-compatible broker from crates.io, built once and cached (about half an hour cold on 2 cores).
 # It keeps its log in SQLite under a fresh folder each start. Exports
-# CLAIMS_TEST_KAFKA_BROKERS for the tests.
+# CLAIMS_TEST_KAFKA_BROKERS for the tests. A broker it starts is stopped by
+# stop_kafka_broker (below), which the scripts that call it run on their way out.
+CLAIMS_BROKER_PID=""
+CLAIMS_BROKER_DIR=""
 ensure_kafka_broker() {
   local addr="${CLAIMS_TEST_KAFKA_BROKERS:-127.0.0.1:9092}"
   export CLAIMS_TEST_KAFKA_BROKERS="$addr"
@@ -123,6 +126,8 @@ ensure_kafka_broker() {
     --listener-url "tcp://$addr" --advertised-listener-url "tcp://$addr" \
     --storage-engine "sqlite:///$dir/broker.db" --group-initial-rebalance-delay 0s \
     >"$dir/broker.log" 2>&1 &
+  CLAIMS_BROKER_PID=$!
+  CLAIMS_BROKER_DIR=$dir
   for _ in $(seq 1 60); do
     (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
     sleep 0.5
@@ -130,4 +135,21 @@ ensure_kafka_broker() {
   log "nisshi did not start; its log:"
   cat "$dir/broker.log" >&2
   return 1
+}
+
+# Stops the broker that ensure_kafka_broker started in this shell, if it started one,
+# and deletes its data. Left running once the tests were done, nisshi went on reading
+# its storage with no client connected, a whole core of the two, and slowed whatever
+# ran next on the machine: the benchmarks, whose figures then followed the broker.
+stop_kafka_broker() {
+  [ -n "$CLAIMS_BROKER_PID" ] || return 0
+  kill "$CLAIMS_BROKER_PID" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    kill -0 "$CLAIMS_BROKER_PID" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -9 "$CLAIMS_BROKER_PID" 2>/dev/null || true
+  rm -rf "$CLAIMS_BROKER_DIR"
+  CLAIMS_BROKER_PID=""
+  CLAIMS_BROKER_DIR=""
 }
