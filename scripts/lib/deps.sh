@@ -138,9 +138,10 @@ ensure_kafka_broker() {
 }
 
 # Stops the broker that ensure_kafka_broker started in this shell, if it started one,
-# and deletes its data. Left running once the tests were done, nisshi went on reading
-# its storage with no client connected, a whole core of the two, and slowed whatever
-# ran next on the machine: the benchmarks, whose figures then followed the broker.
+# and deletes its data. Left running after a Kafka load (`BENCH_BACKEND=kafka
+# scripts/bench`), nisshi went on reading its storage with no client connected, a whole
+# core of the two, and slowed whatever ran next on the machine: the benchmarks, whose
+# figures then followed the broker.
 stop_kafka_broker() {
   [ -n "$CLAIMS_BROKER_PID" ] || return 0
   kill "$CLAIMS_BROKER_PID" 2>/dev/null || true
