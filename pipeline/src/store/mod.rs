@@ -339,7 +339,12 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 // The page size takes effect only on a new file, before WAL is chosen.
                 // WAL lets readers run beside the writer; synchronous=FULL makes every
                 // commit durable before it returns (a 202 means on disk); the busy
-                // timeout lets the admin CLI write while `serve` runs.
+                // timeout lets the admin CLI write while `serve` runs. It comes first, so
+                // that the settings after it wait for a lock too: set after them, a
+                // connection opened while another held the file's lock (as the last one
+                // to close does while it copies the log into the file) failed at once
+                // with "database is locked", and the pool gave up after its retries (seen
+                // in the tests: `claims replay` right after a check of the database).
                 // The writer checkpoints only as a backstop when no process runs
                 // [`Store::checkpoint`] (the admin CLI, say): at WRITER_CHECKPOINT_PAGES
                 // rather than SQLite's 1,000. temp_store = MEMORY keeps the statement
@@ -349,8 +354,8 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 let busy_ms = BUSY_TIMEOUT.as_millis();
                 conn.execute(
                     format!(
-                        "PRAGMA page_size = {PAGE_SIZE}; {journal} \
-                         PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = ON; \
+                        "PRAGMA busy_timeout = {busy_ms}; PRAGMA page_size = {PAGE_SIZE}; \
+                         {journal} PRAGMA foreign_keys = ON; \
                          PRAGMA cache_size = -{cache_kib}; \
                          PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; \
                          PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}; \
