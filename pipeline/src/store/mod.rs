@@ -340,11 +340,8 @@ fn sqlite_pool(size: u32, cache_kib: u32, opts: &StoreOptions) -> AnyPoolOptions
                 // WAL lets readers run beside the writer; synchronous=FULL makes every
                 // commit durable before it returns (a 202 means on disk); the busy
                 // timeout lets the admin CLI write while `serve` runs. It comes first, so
-                // that the settings after it wait for a lock too: set after them, a
-                // connection opened while another held the file's lock (as the last one
-                // to close does while it copies the log into the file) failed at once
-                // with "database is locked", and the pool gave up after its retries (seen
-                // in the tests: `claims replay` right after a check of the database).
+                // that the settings after it wait for another connection's lock too,
+                // rather than failing at once with "database is locked".
                 // The writer checkpoints only as a backstop when no process runs
                 // [`Store::checkpoint`] (the admin CLI, say): at WRITER_CHECKPOINT_PAGES
                 // rather than SQLite's 1,000. temp_store = MEMORY keeps the statement
