@@ -7,8 +7,9 @@
 //! mutex around each call for SQLite's memory statistics. The rest of the service
 //! already allocates from mimalloc (the binary's global allocator) for the same reason.
 //! [`install`] points SQLite at mimalloc and turns its memory statistics off (nothing
-//! reads them); it must run before SQLite's first connection, which
-//! `pipeline::store` makes sure of.
+//! reads them); it must run before SQLite's first connection. `claims replay` calls it
+//! first thing; the service does not, as its peak memory rose by 20 MiB with it at a
+//! million claims (docs/decisions.md, "Rebuilding from the topics").
 //!
 //! Written here rather than taken from a crate: none on crates.io configures SQLite's
 //! allocator, and the SQLite interface for it (`SQLITE_CONFIG_MALLOC`) is seven

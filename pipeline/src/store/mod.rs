@@ -159,11 +159,6 @@ impl Store {
         let backend = Backend::of_url(url)?;
         match backend {
             Backend::Sqlite => {
-                // Before SQLite's first connection, or SQLite keeps the C library's
-                // allocator (see the crate).
-                if let Err(e) = sqlite_mimalloc::install() {
-                    tracing::warn!("{e}");
-                }
                 ensure_sqlite_parent_dir(url)?;
                 let options = connect_options(&with_create_mode(url))?;
                 let write = sqlite_pool(1, WRITER_CACHE_KIB, opts)
