@@ -24,5 +24,6 @@ pub mod stages;
 pub mod store;
 pub mod topics;
 pub mod uploads;
+pub mod varint;
 pub mod webhooks;
 pub mod workflow;

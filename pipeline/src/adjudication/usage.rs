@@ -3,11 +3,11 @@
 //! again (redelivery, a restart) is never counted twice, and a voided or replaced claim
 //! is taken out exactly.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::packed::Packed;
+use super::packed::CountedClaims;
 
 /// Amounts in minor units; visits are paid lines per procedure code.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,8 +159,8 @@ pub struct Counted {
 pub struct MemberYear {
     /// The sum of `claims`, kept so that reading it costs nothing.
     pub totals: Usage,
-    /// Each counted claim, found by its id (see [`Packed`] for why packed).
-    claims: HashSet<Packed>,
+    /// Each counted claim, found by its id (see [`CountedClaims`] for why packed).
+    claims: CountedClaims,
     /// The place the next counted claim takes.
     pub next: u64,
 }
@@ -169,7 +169,7 @@ impl MemberYear {
     /// Counts `claim_id`'s usage. A claim counted already keeps its first usage: the
     /// answer is false and nothing changes.
     pub fn count(&mut self, claim_id: &str, usage: Usage) -> bool {
-        if self.claims.contains(claim_id.as_bytes()) {
+        if self.claims.contains(claim_id) {
             return false;
         }
         let seq = self.next;
@@ -181,8 +181,8 @@ impl MemberYear {
     pub fn restore(&mut self, claim_id: &str, counted: Counted) {
         self.next = self.next.max(counted.seq + 1);
         self.totals.add(&counted.usage);
-        if let Some(old) = self.claims.replace(Packed::new(claim_id, &counted)) {
-            self.totals.subtract(&old.counted().usage);
+        if let Some(old) = self.claims.insert(claim_id, &counted) {
+            self.totals.subtract(&old.usage);
         }
     }
 
@@ -194,25 +194,25 @@ impl MemberYear {
 
     /// [`Self::reverse`], answering the claim's count as it was.
     pub fn take(&mut self, claim_id: &str) -> Option<Counted> {
-        let counted = self.claims.take(claim_id.as_bytes())?.counted();
+        let counted = self.claims.remove(claim_id)?;
         self.totals.subtract(&counted.usage);
         Some(counted)
     }
 
     pub fn counted(&self, claim_id: &str) -> Option<Counted> {
-        self.claims.get(claim_id.as_bytes()).map(Packed::counted)
+        self.claims.get(claim_id)
     }
 
     /// The year as `claim_id` finds it: the claims counted before it, or all of them
     /// for a claim not counted yet. A claim seen again (a redelivery) is adjudicated
     /// against the same year as the first time, so it is decided the same way.
     pub fn before(&self, claim_id: &str) -> Usage {
-        let Some(own) = self.claims.get(claim_id.as_bytes()).map(Packed::seq) else {
+        let Some(own) = self.claims.seq(claim_id) else {
             return self.totals.clone();
         };
         let mut year = Usage::default();
-        for c in self.claims.iter().filter(|c| c.seq() < own) {
-            year.add(&c.counted().usage);
+        for c in self.claims.iter().filter(|c| c.seq < own) {
+            year.add(&c.usage);
         }
         year
     }

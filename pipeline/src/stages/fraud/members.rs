@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::model::ClaimInProcess;
+use crate::varint::{bytes_len, put_bytes, Reader};
 
 /// Fingerprints kept per member: enough for days of a busy member's claims.
 pub const MEMBER_MEMORY: usize = 200;
@@ -17,28 +18,6 @@ pub struct Seen {
     pub fingerprint: String,
 }
 
-/// One remembered claim as the stage holds it in memory: its id, and its fingerprint
-/// as a 64-bit hash. A process holds [`MEMBER_MEMORY`] of these for every member, a
-/// million at 5,000 busy members; the fingerprint's text (provider, date, codes) and a
-/// `String` per field took about 100 bytes each, this form 40. Two different
-/// fingerprints of one member's last claims sharing a hash is a chance of about one in
-/// 10^14 per claim, and would read as a near-duplicate, which sends the claim to review,
-/// not to payment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recent {
-    pub claim_id: Box<str>,
-    pub fingerprint: u64,
-}
-
-impl Recent {
-    pub fn of(seen: &Seen) -> Recent {
-        Recent {
-            claim_id: seen.claim_id.as_str().into(),
-            fingerprint: fingerprint_hash(&seen.fingerprint),
-        }
-    }
-}
-
 /// The in-memory form of a fingerprint. `DefaultHasher::new()` hashes alike in every
 /// process of a build; it is never written anywhere.
 pub(super) fn fingerprint_hash(fingerprint: &str) -> u64 {
@@ -48,28 +27,48 @@ pub(super) fn fingerprint_hash(fingerprint: &str) -> u64 {
     h.finish()
 }
 
-/// A member's remembered claims.
+/// A member's remembered claims, oldest first, at most [`MEMBER_MEMORY`]: each one's
+/// fingerprint as a 64-bit hash, and its id.
+///
+/// A process holds [`MEMBER_MEMORY`] of these for every member, a million at 5,000 busy
+/// members. The fingerprint's text (provider, date, codes) and a `String` per field took
+/// about 100 bytes a claim; a hash and a boxed id 43 (the box an allocation of its own);
+/// a hash and the id's bytes in one buffer per member about 21. Two different
+/// fingerprints of one member's last claims sharing a hash is a chance of about one in
+/// 10^14 per claim, and would read as a near-duplicate, which sends the claim to review,
+/// not to payment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemberState {
-    /// Oldest first, at most [`MEMBER_MEMORY`].
-    pub recent: VecDeque<Recent>,
+    fingerprints: VecDeque<u64>,
+    /// The ids in the same order, each as its length (LEB128) and its bytes.
+    ids: Vec<u8>,
     /// The position the member's next claim takes: its claims counted from 0.
     pub next: u64,
 }
 
 impl MemberState {
+    /// How many claims are remembered.
+    pub fn len(&self) -> usize {
+        self.fingerprints.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fingerprints.is_empty()
+    }
+
+    /// The remembered claims' ids and fingerprint hashes, oldest first.
+    pub fn remembered(&self) -> impl Iterator<Item = (&str, u64)> {
+        Ids(Reader::new(&self.ids)).zip(self.fingerprints.iter().copied())
+    }
+
+    /// Where `claim_id` stands among the remembered claims, if it is one.
+    pub fn position(&self, claim_id: &str) -> Option<usize> {
+        Ids(Reader::new(&self.ids)).position(|id| id == claim_id)
+    }
+
     /// Takes in a claim the member had not remembered: its record for the state topic.
     pub(super) fn remember(&mut self, member: String, seen: Seen) -> Remembered {
-        if self.recent.len() == MEMBER_MEMORY {
-            self.recent.pop_front();
-        } else if self.recent.len() == self.recent.capacity() {
-            // Doubling as a push would, but never past MEMBER_MEMORY: a busy member's
-            // ring would otherwise hold room for 256.
-            let len = self.recent.len();
-            self.recent
-                .reserve_exact(len.max(4).min(MEMBER_MEMORY - len));
-        }
-        self.recent.push_back(Recent::of(&seen));
+        self.push(&seen.claim_id, fingerprint_hash(&seen.fingerprint));
         let position = self.next;
         self.next += 1;
         Remembered {
@@ -79,6 +78,31 @@ impl MemberState {
         }
     }
 
+    /// Remembers one more claim, forgetting the oldest when [`MEMBER_MEMORY`] are.
+    fn push(&mut self, claim_id: &str, fingerprint: u64) {
+        if self.fingerprints.len() == MEMBER_MEMORY {
+            self.fingerprints.pop_front();
+            let oldest = Ids(Reader::new(&self.ids))
+                .next()
+                .map_or(0, |id| bytes_len(id.len()));
+            self.ids.drain(..oldest);
+        } else if self.fingerprints.len() == self.fingerprints.capacity() {
+            // Doubling as a push would, but never past MEMBER_MEMORY: a busy member's
+            // ring would otherwise hold room for 256.
+            let len = self.fingerprints.len();
+            self.fingerprints
+                .reserve_exact(len.max(4).min(MEMBER_MEMORY - len));
+        }
+        self.fingerprints.push_back(fingerprint);
+        let needed = bytes_len(claim_id.len());
+        if self.ids.capacity() - self.ids.len() < needed {
+            // An eighth more at a time rather than double: a full member's ids take
+            // about the same room from one claim to the next.
+            self.ids.reserve_exact(needed.max(self.ids.len() / 8));
+        }
+        put_bytes(&mut self.ids, claim_id.as_bytes());
+    }
+
     /// The state from a member's records on the state topic: the whole-history record
     /// written before version 2, if any, and the positioned ones, in any order. Ordering
     /// by position (not by slot) keeps this right should [`MEMBER_MEMORY`] ever change.
@@ -86,13 +110,31 @@ impl MemberState {
         positioned.sort_unstable_by_key(|(p, _)| *p);
         let next = positioned.last().map_or(whole.len() as u64, |(p, _)| p + 1);
         let old = (whole.len() + positioned.len()).saturating_sub(MEMBER_MEMORY);
-        let recent = whole
+        let mut state = MemberState::default();
+        for seen in whole
             .iter()
             .chain(positioned.iter().map(|(_, seen)| seen))
             .skip(old)
-            .map(Recent::of)
-            .collect();
-        MemberState { recent, next }
+        {
+            state.push(&seen.claim_id, fingerprint_hash(&seen.fingerprint));
+        }
+        state.next = next;
+        state
+    }
+}
+
+/// Reads the ids of [`MemberState::ids`] in order.
+struct Ids<'a>(Reader<'a>);
+
+impl<'a> Iterator for Ids<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        if self.0.is_empty() {
+            return None;
+        }
+        // Written from a `&str` by `push`, whole: always UTF-8.
+        Some(std::str::from_utf8(self.0.bytes()).unwrap_or_default())
     }
 }
 

@@ -71,23 +71,16 @@ pub fn process(
     // Only the claims remembered before this one: a claim redelivered after later claims
     // of its batch were scored is not a duplicate of those, just as it was not the first
     // time (a different score could decide it differently).
-    let earlier = member
-        .recent
-        .iter()
-        .position(|seen| *seen.claim_id == *claim_id)
-        .unwrap_or(member.recent.len());
-    if let Some(dup) = member
-        .recent
-        .range(..earlier)
-        .find(|seen| seen.fingerprint == fp_hash)
+    let earlier = member.position(&claim_id).unwrap_or(member.len());
+    if let Some((dup, _)) = member
+        .remembered()
+        .take(earlier)
+        .find(|(_, fingerprint)| *fingerprint == fp_hash)
     {
         reasons.push(FraudReason {
             code: "NEAR_DUPLICATE".into(),
             contribution: 0.7,
-            detail: format!(
-                "claim {} has the same member, provider, service date and codes",
-                dup.claim_id
-            ),
+            detail: format!("claim {dup} has the same member, provider, service date and codes"),
         });
     }
     if s.claim_amount >= 10_000 && s.claim_amount % 10_000 == 0 {
@@ -116,7 +109,7 @@ pub fn process(
         changed_providers.push((provider_key, at.0));
     }
     let member = state.members.entry(member_key.clone()).or_default();
-    let remembered = (!member.recent.iter().any(|seen| *seen.claim_id == *claim_id)).then(|| {
+    let remembered = member.position(&claim_id).is_none().then(|| {
         member.remember(
             member_key,
             Seen {

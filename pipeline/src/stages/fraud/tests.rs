@@ -202,8 +202,9 @@ fn a_members_history_is_written_a_claim_at_a_time_and_rebuilds_from_what_compact
     let rebuilt = members_from(kept);
     assert_eq!(rebuilt, st.members);
     let m1 = &rebuilt["acme/M1"];
-    assert_eq!(m1.recent.len(), MEMBER_MEMORY);
-    assert_eq!(&*m1.recent.back().unwrap().claim_id, format!("C{}", n - 1));
+    assert_eq!(m1.len(), MEMBER_MEMORY);
+    let last = format!("C{}", n - 1);
+    assert_eq!(m1.remembered().last().map(|(id, _)| id), Some(&*last));
     assert_eq!(m1.next, (n - n / 3 - 1) as u64);
 }
 
@@ -230,10 +231,32 @@ fn a_whole_history_written_before_version_2_comes_before_the_claims_after_it() {
     assert_eq!((m.key(), m.position), ("acme/M1#2".to_owned(), 2));
     members = members_from([(m.key(), m.record()), ("acme/M1".to_owned(), whole)]);
     assert_eq!(members, st.members);
-    let ids: Vec<&str> = members["acme/M1"]
-        .recent
-        .iter()
-        .map(|s| &*s.claim_id)
-        .collect();
+    let ids: Vec<&str> = members["acme/M1"].remembered().map(|(id, _)| id).collect();
     assert_eq!(ids, ["OLD-1", "OLD-2", "NEW"]);
+}
+
+proptest::proptest! {
+    /// A member remembers exactly its last [`MEMBER_MEMORY`] claims, in order, whatever
+    /// the lengths of their ids (some past 127 bytes, whose length takes two bytes).
+    #[test]
+    fn a_member_remembers_its_last_claims_whatever_their_ids(
+        lengths in proptest::collection::vec(0..300usize, 1..(MEMBER_MEMORY * 2 + 50)),
+    ) {
+        let mut member = MemberState::default();
+        let mut ids = Vec::new();
+        for (i, len) in lengths.into_iter().enumerate() {
+            let id = format!("{i}-{}", "x".repeat(len));
+            let fingerprint = format!("P-1|2026-01-01|{}", i % 7);
+            member.remember("acme/M1".into(), Seen { claim_id: id.clone(), fingerprint: fingerprint.clone() });
+            ids.push((id, members::fingerprint_hash(&fingerprint)));
+        }
+        let kept = &ids[ids.len().saturating_sub(MEMBER_MEMORY)..];
+        let remembered: Vec<(String, u64)> =
+            member.remembered().map(|(id, fp)| (id.to_owned(), fp)).collect();
+        proptest::prop_assert_eq!(&remembered, kept);
+        proptest::prop_assert_eq!(member.next, ids.len() as u64);
+        for (at, (id, _)) in kept.iter().enumerate() {
+            proptest::prop_assert_eq!(member.position(id), Some(at));
+        }
+    }
 }
