@@ -15,6 +15,7 @@ crate::all_backends!(
     simultaneous_batches_accept_a_shared_claim_id_once_and_answer_each_in_order,
     a_batch_checks_each_item_and_answers_in_input_order,
     a_batch_may_be_ndjson,
+    a_batch_item_is_read_exactly_as_single_intake_reads_a_claim,
     a_batch_checked_while_the_store_is_away_is_answered_503_whole,
     claims_of_another_tenant_are_not_found,
     claims_are_listed_with_filters_and_a_cursor,
@@ -450,6 +451,50 @@ async fn a_batch_may_be_ndjson(b: Backend) {
     let r = Reply::from(res).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["accepted"], 3);
+}
+
+/// Each item's own text is parsed, as single intake parses a body: an item a claim alone
+/// would be refused for (here a member given twice, which a tree of values would have
+/// quietly resolved to its last value) is refused in a batch too, with the same error.
+async fn a_batch_item_is_read_exactly_as_single_intake_reads_a_claim(b: Backend) {
+    let app = TestApp::spawn(b).await;
+    let s = ready_tenant(&app, "acme").await;
+    let text = claim("CLM-R").to_string();
+    let twice = format!("{{\"claim_amount\":-1,{}", &text[1..]);
+    let post = |path: &'static str, body: String| {
+        let app = &app;
+        let token = s.access.clone();
+        async move {
+            let res = app
+                .client
+                .post(app.url(path))
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            Reply::from(res).await
+        }
+    };
+    let alone = post("/claims/intake", twice.clone()).await;
+    assert_eq!(
+        alone.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        alone.body
+    );
+    let batch = post("/claims/batch", format!("[{twice},{}]", claim("CLM-S"))).await;
+    assert_eq!(batch.status, StatusCode::OK, "{}", batch.body);
+    assert_eq!(batch.body["accepted"], 1, "{}", batch.body);
+    let item = &batch.body["results"][0];
+    assert_eq!(item["claim_id"], "CLM-R");
+    assert_eq!(item["error"]["code"], alone.body["error"]["code"]);
+    assert_eq!(item["error"]["message"], alone.body["error"]["message"]);
+    assert_eq!(item["error"].get("field"), alone.body["error"].get("field"));
+    app.get("/claims/CLM-R", &s.access)
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "CLAIM_NOT_FOUND");
 }
 
 async fn claims_of_another_tenant_are_not_found(b: Backend) {

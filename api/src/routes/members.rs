@@ -12,6 +12,7 @@ use pipeline::store::{StoreError, Upserted};
 use schemas::member::{Accumulators, Member, NewMember, PatchMember, MAX_IMPORT};
 use schemas::{Date, ErrorBody};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::providers::created_at;
@@ -245,25 +246,21 @@ pub async fn import_members(
 type Checked = (Vec<Option<ImportItem>>, Vec<usize>, Vec<NewMember>);
 
 fn check_items(
-    raw: Vec<serde_json::Value>,
+    raw: Vec<&RawValue>,
     plans: &HashSet<String>,
     today: Date,
 ) -> Result<Checked, ApiError> {
     let mut results = Vec::with_capacity(raw.len());
     let (mut slots, mut members) = (Vec::new(), Vec::new());
     for (i, item) in raw.into_iter().enumerate() {
-        let hint = item
-            .get("member_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        let checked = json::parse::<NewMember>(&serde_json::to_vec(&item).unwrap_or_default())
-            .and_then(|m| {
-                m.validate(today)?;
-                if !plans.contains(m.plan_id.as_str()) {
-                    return Err(no_plan());
-                }
-                Ok(m)
-            });
+        let hint = items::hint(item, "member_id");
+        let checked = json::parse::<NewMember>(item.get().as_bytes()).and_then(|m| {
+            m.validate(today)?;
+            if !plans.contains(m.plan_id.as_str()) {
+                return Err(no_plan());
+            }
+            Ok(m)
+        });
         match checked {
             Ok(m) => {
                 results.push(None);
