@@ -25,6 +25,10 @@ pub struct Settings {
     /// Connections per database pool; unset, 16 on PostgreSQL and two readers per core
     /// (4 to 16) on SQLite (`CLAIMS_DATABASE_MAX_CONNECTIONS`).
     pub database_max_connections: Option<u32>,
+    /// SQLite: the page cache of the store's one writer connection, MiB; more holds more
+    /// of a large store's indexes at the price of as much memory and more
+    /// (`CLAIMS_SQLITE_WRITER_CACHE_MIB`).
+    pub sqlite_writer_cache_mib: u32,
     /// RSA private key (PKCS#8 PEM) that signs access tokens; default
     /// `$CLAIMS_DATA_DIR/keys/signing.pem`, generated when missing (`CLAIMS_JWT_KEY_FILE`).
     pub jwt_key_file: Option<PathBuf>,
@@ -132,6 +136,7 @@ impl Default for Settings {
             http_addr: "127.0.0.1:8080".into(),
             database_url: None,
             database_max_connections: None,
+            sqlite_writer_cache_mib: pipeline::store::WRITER_CACHE_MIB,
             jwt_key_file: None,
             jwt_issuer: "claims-service".into(),
             session_ttl_secs: 7 * 24 * 3600,
@@ -190,6 +195,7 @@ pub struct Config {
     pub http_addr: SocketAddr,
     pub store: StoreChoice,
     pub database_max_connections: Option<u32>,
+    pub sqlite_writer_cache_mib: u32,
     pub jwt_key_file: PathBuf,
     pub api: api::ApiConfig,
     pub log_format: LogFormat,
@@ -241,6 +247,9 @@ impl Config {
         };
         if s.database_max_connections == Some(0) {
             bail!("CLAIMS_DATABASE_MAX_CONNECTIONS must be at least 1");
+        }
+        if !(1..=65_536).contains(&s.sqlite_writer_cache_mib) {
+            bail!("CLAIMS_SQLITE_WRITER_CACHE_MIB must be from 1 to 65536");
         }
         if s.session_ttl_secs < 60 {
             bail!("CLAIMS_SESSION_TTL_SECS must be at least 60");
@@ -357,6 +366,7 @@ impl Config {
             http_addr,
             store,
             database_max_connections: s.database_max_connections,
+            sqlite_writer_cache_mib: s.sqlite_writer_cache_mib,
             jwt_key_file,
             api: api::ApiConfig {
                 issuer: s.jwt_issuer,
@@ -465,6 +475,11 @@ mod tests {
             ..Settings::default()
         };
         assert!(Config::from_settings(no_connections).is_err());
+        let no_cache = Settings {
+            sqlite_writer_cache_mib: 0,
+            ..Settings::default()
+        };
+        assert!(Config::from_settings(no_cache).is_err());
     }
 
     #[test]
@@ -477,8 +492,10 @@ mod tests {
             )?;
             jail.set_env("CLAIMS_JWT_ISSUER", "from-env");
             jail.set_env("CLAIMS_DATABASE_MAX_CONNECTIONS", "6");
+            jail.set_env("CLAIMS_SQLITE_WRITER_CACHE_MIB", "64");
             let c = Config::load(Some(Path::new("claims.toml"))).map_err(|e| e.to_string())?;
             assert_eq!(c.database_max_connections, Some(6));
+            assert_eq!(c.sqlite_writer_cache_mib, 64);
             assert_eq!(c.http_addr.port(), 9000);
             assert!(!c.api.cookie_secure);
             assert_eq!(c.api.issuer, "from-env");

@@ -25,6 +25,7 @@ pub fn open_bus(config: &Config, store: &Store) -> anyhow::Result<Bus> {
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     let opts = StoreOptions {
         max_connections: config.database_max_connections,
+        writer_cache_mib: config.sqlite_writer_cache_mib,
         ..StoreOptions::default()
     };
     Store::open(config.store.url(), &opts)

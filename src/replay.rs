@@ -17,6 +17,11 @@ use crate::config::Config;
 use crate::open::{open_bus, open_store};
 use crate::output::{print_json, print_json_line, CliError};
 
+/// The rebuild's writer keeps at least this page cache, MiB: a rebuild is bound by its
+/// one writer and runs apart from the service, whose memory the smaller default spares
+/// (`pipeline::store::WRITER_CACHE_MIB`).
+const REBUILD_WRITER_CACHE_MIB: u32 = 32;
+
 pub async fn replay(config: &Config, args: ReplayArgs) -> anyhow::Result<()> {
     // Before the first SQLite connection. A rebuild is SQLite's writer's work more
     // than anything: a tenth faster on mimalloc at a million claims. The service keeps
@@ -32,6 +37,7 @@ pub async fn replay(config: &Config, args: ReplayArgs) -> anyhow::Result<()> {
     // durable commit by commit, only once it is whole (see `StoreOptions::bulk_load`).
     let bulk = StoreOptions {
         bulk_load: true,
+        writer_cache_mib: config.sqlite_writer_cache_mib.max(REBUILD_WRITER_CACHE_MIB),
         ..StoreOptions::default()
     };
     let into = Store::open(&args.into, &bulk).await.map_err(|e| {

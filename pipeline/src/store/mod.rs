@@ -109,6 +109,9 @@ pub struct StoreOptions {
     /// which a load that starts from an empty database only ever discards. Off for
     /// every store that holds work accepted from outside.
     pub bulk_load: bool,
+    /// SQLite: the page cache of the one writer connection, MiB (see
+    /// [`WRITER_CACHE_MIB`]).
+    pub writer_cache_mib: u32,
 }
 
 impl Default for StoreOptions {
@@ -117,6 +120,7 @@ impl Default for StoreOptions {
             max_connections: None,
             acquire_timeout: Duration::from_secs(10),
             bulk_load: false,
+            writer_cache_mib: WRITER_CACHE_MIB,
         }
     }
 }
@@ -161,7 +165,7 @@ impl Store {
             Backend::Sqlite => {
                 ensure_sqlite_parent_dir(url)?;
                 let options = connect_options(&with_create_mode(url))?;
-                let write = sqlite_pool(1, WRITER_CACHE_KIB, opts)
+                let write = sqlite_pool(1, opts.writer_cache_mib.saturating_mul(1024), opts)
                     .after_release(|conn, _| Box::pin(still_usable(conn)))
                     .connect_with(options.clone())
                     .await
@@ -280,10 +284,13 @@ impl Store {
     }
 }
 
-/// Page cache of the one writer connection. SQLite's default (2 MiB) made a large
-/// store's writes spill dirty pages and re-read index pages on every statement; the
-/// writer's working set (the indexes it updates) fits in this.
-const WRITER_CACHE_KIB: u32 = 32 * 1024;
+/// Page cache of the one writer connection by default, MiB. SQLite's default (2 MiB)
+/// made a large store's writes spill dirty pages and re-read index pages on every
+/// statement. 32 MiB held more of a million claims' indexes and measured 4% more claims/s
+/// end to end at a million claims (none at 100,000), but the C allocator's arena behind
+/// it took some 25 MiB more at the service's peak (docs/decisions.md, "The writer's
+/// turn"); an operator with memory to spare sets more (`CLAIMS_SQLITE_WRITER_CACHE_MIB`).
+pub const WRITER_CACHE_MIB: u32 = 16;
 /// Per reader connection: several of them, each with SQLite's default.
 const READER_CACHE_KIB: u32 = 2 * 1024;
 /// Page size of a new database file (an existing one keeps its own). SQLite's default
@@ -514,6 +521,32 @@ mod tests {
         assert_eq!(super::values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
         assert_eq!(super::placeholders(Postgres, 4, 2), "$4, $5");
         assert_eq!(super::placeholders(Sqlite, 4, 2), "?, ?");
+    }
+
+    /// The writer's page cache is the one asked for; the readers keep SQLite's default.
+    #[tokio::test]
+    async fn the_writer_has_the_page_cache_it_was_given() {
+        use super::{Store, StoreOptions};
+        let path =
+            std::env::temp_dir().join(format!("claims-cache-{}.db", uuid::Uuid::new_v4().simple()));
+        let url = format!("sqlite://{}", path.display());
+        let opts = StoreOptions {
+            writer_cache_mib: 5,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(&url, &opts).await.unwrap();
+        let cache = |pool| sqlx::query_scalar::<_, i64>("PRAGMA cache_size").fetch_one(pool);
+        let (writer, reader) = (
+            cache(&store.write).await.unwrap(),
+            cache(&store.read).await.unwrap(),
+        );
+        store.close().await;
+        let _ = std::fs::remove_file(&path);
+        // Negative: KiB rather than pages.
+        assert_eq!(
+            (writer, reader),
+            (-5 * 1024, -i64::from(super::READER_CACHE_KIB))
+        );
     }
 
     /// The page size is set before anything else touches a new file; placed after the
