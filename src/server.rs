@@ -170,11 +170,7 @@ impl Server {
 /// which keep what a burst freed. At a million claims through `scripts/bench` the
 /// arenas held some 40 MiB free at the service's peak.
 async fn trim_c_heap(mut stop: tokio::sync::watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(TRIM_C_HEAP_EVERY) => {}
-            _ = stop.changed() => return,
-        }
+    while pipeline::clock::sleep_unless_stopped(TRIM_C_HEAP_EVERY, &mut stop).await {
         // It walks every arena: milliseconds, off the runtime's workers.
         let _ = tokio::task::spawn_blocking(sqlite_mimalloc::trim_c_heap).await;
     }

@@ -26,6 +26,19 @@ impl Clock {
     }
 }
 
+/// Sleeps `period` and answers true, or answers false as soon as `stop` changes: the
+/// pace of the periodic tasks that run until the process stops
+/// (`while sleep_unless_stopped(every, &mut stop).await { … }`).
+pub async fn sleep_unless_stopped(
+    period: Duration,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => true,
+        _ = stop.changed() => false,
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     to_ms(OffsetDateTime::now_utc())
@@ -59,5 +72,16 @@ mod tests {
     fn formats_rfc3339_utc() {
         assert_eq!(ms_to_rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(ms_to_rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+
+    /// A period goes by while nothing is stopped; a stop ends the wait at once.
+    #[tokio::test]
+    async fn a_periodic_wait_ends_early_when_stopped() {
+        let (tx, mut stop) = tokio::sync::watch::channel(false);
+        assert!(sleep_unless_stopped(Duration::from_millis(1), &mut stop).await);
+        tx.send(true).unwrap();
+        let started = std::time::Instant::now();
+        assert!(!sleep_unless_stopped(Duration::from_secs(3600), &mut stop).await);
+        assert!(started.elapsed() < Duration::from_secs(60));
     }
 }

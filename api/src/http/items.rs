@@ -1,10 +1,10 @@
 //! Bodies of many items (batch intake, member import): a JSON array or NDJSON, each
 //! item checked on its own and answered with its own result, in input order.
 
-use axum::http::header::CONTENT_TYPE;
-use axum::http::HeaderMap;
 use std::fmt;
 
+use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -95,9 +95,7 @@ pub fn split<'a>(
 /// does not parse.
 pub fn hint(item: &RawValue, key: &str) -> Option<String> {
     let mut de = serde_json::Deserializer::from_str(item.get());
-    serde::de::DeserializeSeed::deserialize(Hint(key), &mut de)
-        .ok()
-        .flatten()
+    Hint(key).deserialize(&mut de).ok().flatten()
 }
 
 /// Reads an object's members, keeping the one string named by `.0` and skipping the

@@ -562,11 +562,7 @@ pub async fn maintain(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut compactions = Compactions::default();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.changed() => return,
-        }
+    while crate::clock::sleep_unless_stopped(every, &mut shutdown).await {
         for t in &topics {
             let result = if t.kept {
                 // A topic of record: the history `claims replay` rebuilds from.

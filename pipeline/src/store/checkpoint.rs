@@ -116,11 +116,7 @@ pub async fn checkpoints(store: Store, every: Duration, mut shutdown: watch::Rec
     if store.checkpointer.is_none() {
         return;
     }
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.changed() => return,
-        }
+    while crate::clock::sleep_unless_stopped(every, &mut shutdown).await {
         if let Err(e) = store.checkpoint().await {
             tracing::warn!(error = %e, "Checkpointing the write-ahead log failed.");
         }
