@@ -258,23 +258,18 @@ async fn append_checked(
             by_tenant.entry(&e.entry.tenant_id).or_default().push(e);
         }
     }
-    let lock = match backend {
-        Backend::Postgres => " FOR UPDATE",
-        Backend::Sqlite => "",
-    };
     // BTreeMap: tenants in id order, the lock order.
     for (tenant, list) in by_tenant {
-        sqlx::query(
-            "INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant_id) DO NOTHING",
+        // The head, made at genesis for a tenant's first record, in one statement: the
+        // update changes nothing but locks the row (PostgreSQL's transactions run side
+        // by side; SQLite's writer holds the file), and each statement is a round trip
+        // to SQLite's thread while every other writer waits.
+        let (mut seq, mut prev): (i64, String) = sqlx::query_as(
+            "INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) \
+             ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_heads.seq RETURNING seq, hash",
         )
         .bind(tenant)
         .bind(GENESIS)
-        .execute(&mut **tx)
-        .await?;
-        let (mut seq, mut prev): (i64, String) = sqlx::query_as(&format!(
-            "SELECT seq, hash FROM audit_heads WHERE tenant_id = $1{lock}"
-        ))
-        .bind(tenant)
         .fetch_one(&mut **tx)
         .await?;
         // Each record's place in the chain: its seq, the hash before it and its own.

@@ -165,8 +165,12 @@ impl Store {
             Backend::Sqlite => {
                 ensure_sqlite_parent_dir(url)?;
                 let options = connect_options(&with_create_mode(url))?;
+                // Checked as it is handed back, so not again before each turn: sqlx's
+                // test before acquiring is a round trip to SQLite's thread at the start
+                // of every write transaction, while every other writer waits.
                 let write = sqlite_pool(1, opts.writer_cache_mib.saturating_mul(1024), opts)
                     .after_release(|conn, _| Box::pin(still_usable(conn)))
+                    .test_before_acquire(false)
                     .connect_with(options.clone())
                     .await
                     .map_err(StoreError::from)?;
