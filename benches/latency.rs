@@ -62,7 +62,7 @@ async fn run() {
     };
     let secs = setting("BENCH_LATENCY_SECS", 60);
     let per_request = setting("BENCH_LATENCY_BATCH", 50) as usize;
-    let temp = tempfile::tempdir().unwrap();
+    let temp = support::scratch_dir();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = support::claims_bin();

@@ -95,7 +95,7 @@ async fn run() {
     let n = support::claims_to_send();
     let singles = (n / 10).clamp(1, 10_000);
     // BENCH_KEEP_DIR=1 keeps the service's data for inspection afterwards.
-    let temp = tempfile::tempdir().unwrap();
+    let temp = support::scratch_dir();
     let dir = temp.path().to_owned();
     let _cleanup = match std::env::var_os("BENCH_KEEP_DIR") {
         Some(_) => {

@@ -80,7 +80,7 @@ async fn run() {
     let rate = rebuilt as f64 / secs;
     if std::env::var_os("BENCH_KEEP").is_some() {
         // For profiling a rebuild of the same topics again.
-        println!("kept: {}", temp.keep().display());
+        println!("kept: {}", support::keep(temp).display());
         return;
     }
     let target = pipeline::store::Store::connect(&into, &Default::default())

@@ -20,7 +20,7 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20);
-    let temp = tempfile::tempdir().unwrap();
+    let temp = support::scratch_dir();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = support::claims_bin();

@@ -576,6 +576,62 @@ pub async fn undecided(store: &pipeline::store::Store) -> bool {
         .is_empty()
 }
 
+/// Where a run's folders go: the system's temp folder, under names that say which run
+/// made them, so that the next run can remove what a stopped one left.
+const SCRATCH_PREFIX: &str = "claims-bench-";
+
+/// A folder of this run's own for a service's data, removed when dropped. A run that is
+/// killed never drops it, and a million-claim run leaves some 18 GB behind (enough to
+/// fill the disk under the next run); so the folders of earlier runs whose process is
+/// gone are removed first, and each is named on stderr.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let me = std::process::id();
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // A live process of that id may be the run itself, or another one beside it.
+            if pid != me && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                match std::fs::remove_dir_all(entry.path()) {
+                    Ok(()) => eprintln!(
+                        "removed {}, left by a run that was stopped",
+                        entry.path().display()
+                    ),
+                    Err(e) => eprintln!("cannot remove {}: {e}", entry.path().display()),
+                }
+            }
+        }
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{SCRATCH_PREFIX}{me}-"))
+        .tempdir()
+        .unwrap()
+}
+
+/// Keeps a scratch folder for good, renamed out of the reach of [`scratch_dir`]'s sweep.
+pub fn keep(temp: tempfile::TempDir) -> std::path::PathBuf {
+    let path = temp.keep();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let kept = path.with_file_name(format!(
+        "claims-kept-{}",
+        name.trim_start_matches(SCRATCH_PREFIX)
+    ));
+    match std::fs::rename(&path, &kept) {
+        Ok(()) => kept,
+        Err(_) => path,
+    }
+}
+
 /// A release build of the service on a fresh data folder, with the tenant `bench`
 /// seeded and its user logged in.
 pub struct BenchService {
@@ -590,7 +646,7 @@ pub struct BenchService {
 /// Starts `claims serve --stages {stages}` with `extra` environment on top of
 /// [`service_envs`], and seeds the tenant.
 pub async fn start_service(prefix: &str, stages: &str, extra: &[(&str, String)]) -> BenchService {
-    let temp = tempfile::tempdir().unwrap();
+    let temp = scratch_dir();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let bin = claims_bin();
