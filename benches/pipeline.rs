@@ -177,6 +177,13 @@ async fn run() {
         "service CPU:    {us_per_claim:>9.0} µs per claim (api and every stage but webhooks in one process; {service_cpu:.2} s for {n} claims); 10,000 claims/s would take {:.1} cores of it",
         us_per_claim * 10_000.0 / 1e6
     );
+    // Below the machine's cores, the pipeline waits on a chain of steps that take turns
+    // rather than on CPU (docs/decisions.md, "The fused chain").
+    println!(
+        "service busy:   {:>9.2} of {} cores while the end to end ran",
+        service_cpu / e2e_secs,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
     println!(
         "service RSS while the load ran: peak {rss_peak:.0} MiB; drift over the second half {:+.1}% ({samples} samples, one a second)",
         rss_drift * 100.0
