@@ -99,7 +99,7 @@ async fn run() {
     let dir = temp.path().to_owned();
     let _cleanup = match std::env::var_os("BENCH_KEEP_DIR") {
         Some(_) => {
-            println!("data kept in {}", temp.keep().display());
+            println!("data kept in {}", support::keep(temp).display());
             None
         }
         None => Some(temp),
