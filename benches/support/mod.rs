@@ -177,7 +177,9 @@ fn clock_ticks_per_sec() -> f64 {
 /// Prints how busy the machine was for a second before the run, from `/proc/stat`. The
 /// figures of a run are only as good as the quiet it had: a test broker left running,
 /// idle but reading its storage, once kept one core of the two busy through every run.
+/// What an earlier, killed run left running is stopped first.
 pub fn print_background_load() {
+    sweep_stopped_runs();
     // Busy and total jiffies over all cores (iowait counts as idle).
     fn busy_total() -> Option<(u64, u64)> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -585,6 +587,16 @@ const SCRATCH_PREFIX: &str = "claims-bench-";
 /// fill the disk under the next run); so the folders of earlier runs whose process is
 /// gone are removed first, and each is named on stderr.
 pub fn scratch_dir() -> tempfile::TempDir {
+    sweep_stopped_runs();
+    tempfile::Builder::new()
+        .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .unwrap()
+}
+
+/// Stops the services and removes the folders of earlier runs whose process is gone
+/// (see [`scratch_dir`]); each is named on stderr.
+pub fn sweep_stopped_runs() {
     let me = std::process::id();
     if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
         for entry in entries.flatten() {
@@ -598,7 +610,8 @@ pub fn scratch_dir() -> tempfile::TempDir {
                 continue;
             };
             // A live process of that id may be the run itself, or another one beside it.
-            if pid != me && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            if pid != me && !alive(pid) {
+                stop_services_of(&entry.path());
                 match std::fs::remove_dir_all(entry.path()) {
                     Ok(()) => eprintln!(
                         "removed {}, left by a run that was stopped",
@@ -609,10 +622,52 @@ pub fn scratch_dir() -> tempfile::TempDir {
             }
         }
     }
-    tempfile::Builder::new()
-        .prefix(&format!("{SCRATCH_PREFIX}{me}-"))
-        .tempdir()
-        .unwrap()
+}
+
+/// Whether process `pid` runs: it has an entry in `/proc` and is no zombie (a killed
+/// run whose parent is gone too waits there to be reaped by whichever process adopted
+/// it, which may take its time).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command's name, which is in parentheses and may hold
+        // anything.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X') | None)
+    })
+}
+
+/// Kills the processes whose data folder (`CLAIMS_DATA_DIR`) is `dir`: services that a
+/// killed run started and left running, which would take the cores of the next run.
+fn stop_services_of(dir: &std::path::Path) {
+    let wanted = format!("CLAIMS_DATA_DIR={}", dir.display());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == wanted.as_bytes())
+        {
+            let killed = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if killed {
+                // Gone before the next run measures how busy the machine is.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while alive(pid) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                eprintln!("stopped process {pid}, left running by a run that was stopped");
+            }
+        }
+    }
 }
 
 /// Keeps a scratch folder for good, renamed out of the reach of [`scratch_dir`]'s sweep.
