@@ -144,20 +144,23 @@ pub async fn login(client: &reqwest::Client, base: &str) -> String {
 
 /// CPU seconds (user + system) process `pid` has used so far, from `/proc/{pid}/stat`.
 pub fn cpu_secs(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Some(fields) = stat_fields(pid) else {
         return f64::NAN;
     };
-    // The command name (field 2) may hold spaces; the fields after it are plain.
-    let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
-        return f64::NAN;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
     let ticks: f64 = [11, 12]
         .iter()
         .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
         .sum();
     ticks / clock_ticks_per_sec()
+}
+
+/// The fields of `/proc/{pid}/stat` after the command's name (field 2, in parentheses,
+/// which may hold spaces): the state first, then plain numbers.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
 /// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux unless told).
@@ -628,12 +631,8 @@ pub fn sweep_stopped_runs() {
 /// run whose parent is gone too waits there to be reaped by whichever process adopted
 /// it, which may take its time).
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // The state follows the command's name, which is in parentheses and may hold
-        // anything.
-        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
-        !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X') | None)
-    })
+    stat_fields(pid)
+        .is_some_and(|f| !matches!(f.first().map(String::as_str), Some("Z" | "X") | None))
 }
 
 /// Kills the processes whose data folder (`CLAIMS_DATA_DIR`) is `dir`: services that a
