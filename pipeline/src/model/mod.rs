@@ -14,7 +14,7 @@ pub mod shared;
 pub mod trace;
 
 pub use claim::{claim_key, member_key, ClaimInProcess, ClaimSubmitted};
-pub use decision::{Decision, Written, WRITTEN_PREFIX};
+pub use decision::{Decision, Written, WrittenParts, WRITTEN_PREFIX};
 pub use event::{DomainEvent, EventKind, Json};
 pub use facts::{DecidedClaim, DecisionFacts, PlanFacts};
 pub use fraud::{FraudReason, FraudScore};

@@ -37,7 +37,7 @@ use super::webhooks::Deliveries;
 use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
 use crate::model::{ClaimSubmitted, Decision, Written};
 use crate::retry::backoff;
-use crate::store::{PreparedDecisions, Store};
+use crate::store::{DecisionTexts, PreparedDecisions, Store};
 use crate::topics::Topics;
 
 /// The stages the chain replaces, by their `--stages` names.
@@ -58,8 +58,8 @@ pub struct Chain {
     /// snapshot stage (which takes the officers' decisions), applied to the decisions
     /// before they are written as the snapshot stage would.
     pub accumulators: Option<Shared>,
-    /// The commit of the last batch handled, while it runs.
-    pub committing: Option<tokio::task::JoinHandle<()>>,
+    /// The commit of the last batch handled, while it runs, and when it was started.
+    pub committing: Option<(tokio::task::JoinHandle<()>, std::time::Instant)>,
     /// Set when this process runs the webhook stage too (and the snapshot): the
     /// deliveries of the events the chain publishes are queued in the same transaction
     /// and handed to the sender as it commits, rather than a writer's turn later by
@@ -112,12 +112,15 @@ impl Stage for Chain {
             return handle_then_publish(self, batch, consumer).await;
         };
         let started = std::time::Instant::now();
+        // Since the last batch went to its commit: this batch's poll.
+        let polled = self.committing.as_ref().map(|(_, at)| started - *at);
         let (out, decisions) = crate::cpu::heavy(self.decide(batch)).await?;
         let handled = started.elapsed();
         self.settle().await;
+        tracing::debug!(stage = "chain", records = batch.len(), ?polled, ?handled, settled = ?started.elapsed() - handled, "Batch decided.");
         let (writer, topics, batch) = (consumer.writer(), self.topics.clone(), batch.to_vec());
         let webhooks = self.webhooks.clone();
-        self.committing = Some(tokio::spawn(async move {
+        let committing = tokio::spawn(async move {
             let mut commit = Commit::new(store, writer, &topics, batch, out, decisions);
             commit.webhooks = webhooks;
             let started = std::time::Instant::now();
@@ -128,12 +131,13 @@ impl Stage for Chain {
                 attempt += 1;
             }
             tracing::debug!(stage = "chain", records = commit.batch.len(), ?handled, committed = ?started.elapsed(), "Batch done.");
-        }));
+        });
+        self.committing = Some((committing, std::time::Instant::now()));
         Ok(())
     }
 
     async fn settle(&mut self) {
-        if let Some(committing) = self.committing.take() {
+        if let Some((committing, _)) = self.committing.take() {
             if let Err(e) = committing.await {
                 // The commit task only ends early by panicking; going on would commit
                 // later batches past a lost one.
@@ -156,6 +160,9 @@ struct Commit {
     /// Per decision, how many of the events are its own, in order.
     events_of: Vec<usize>,
     decisions: Vec<Decision>,
+    /// What the store writes of each decision, made once: its record on
+    /// `claims.decided` takes the same texts, and a retried commit writes them again.
+    texts: Vec<DecisionTexts>,
     /// Where the events' deliveries are queued, when the webhook stage runs here.
     webhooks: Option<Deliveries>,
 }
@@ -171,11 +178,13 @@ impl Commit {
     ) -> Self {
         let events: Vec<Message> = decisions.iter().flat_map(event_messages).collect();
         let events_of = decisions.iter().map(|d| d.events.len()).collect();
+        let texts: Vec<DecisionTexts> = decisions.iter().map(DecisionTexts::of).collect();
         // The record of each decision, for `claims replay`: `claims.decided` is a topic
         // of record, and the decisions the chain writes itself pass it by otherwise.
         let written = decisions
             .iter()
-            .map(|d| message(d.key(), &Written::new(d)))
+            .zip(&texts)
+            .map(|(d, t)| message(d.key(), &Written::with(d, t.parts())))
             .collect();
         let mut outputs = by_topic(out);
         outputs.push((topics.decided.clone(), written));
@@ -187,12 +196,13 @@ impl Commit {
             outputs,
             events_of,
             decisions,
+            texts,
             webhooks: None,
         }
     }
 
     async fn run(&self) -> Result<(), StageError> {
-        let prepared = PreparedDecisions::new(&self.decisions);
+        let prepared = PreparedDecisions::borrowing(&self.decisions, &self.texts);
         // The subscriptions are read before the writer is taken.
         let fanned = match &self.webhooks {
             Some(w) => Some(

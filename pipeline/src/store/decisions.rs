@@ -5,35 +5,30 @@
 
 use schemas::claim::{ClaimStatus, Outcome};
 use schemas::receipt::EligibilityStatus;
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::audit::{self, AuditEntry, PreparedEntry};
 use super::{values_list, AnyQuery, Backend, Store, StoreError};
-use crate::model::{Decision, Trace};
+use crate::model::{Decision, Json, WrittenParts};
 
 impl Decision {
     /// The decision's audit record.
     pub fn audit_entry(&self) -> AuditEntry {
-        let lines = (!self.lines.is_empty())
-            .then(|| json(&self.lines))
-            .flatten();
-        let fraud = self.fraud.as_ref().and_then(json);
-        self.audit_entry_with(
-            &json(&self.reasons).unwrap_or_else(|| "[]".into()),
-            lines.as_deref(),
-            fraud.as_deref(),
-        )
+        DecisionTexts::of(self).entry.entry
     }
 
-    /// [`Self::audit_entry`] with the reasons, the lines and the fraud analysis as JSON
-    /// already: the store writes them with the claim too, and writing them once per
-    /// claim is cheaper.
+    /// [`Self::audit_entry`] with the reasons, the lines, the fraud analysis and the
+    /// trace as JSON already: the store writes them with the claim and the record on
+    /// `claims.decided` too, and writing them once per claim is cheaper.
     fn audit_entry_with(
         &self,
-        reasons: &str,
-        lines: Option<&str>,
-        fraud: Option<&str>,
+        reasons: &RawValue,
+        lines: Option<&RawValue>,
+        fraud: Option<&RawValue>,
+        trace: &RawValue,
     ) -> AuditEntry {
         let (actor, action) = match (&self.officer, self.outcome) {
             (None, _) => ("pipeline", "claim.decided"),
@@ -43,18 +38,18 @@ impl Decision {
         let details = DecisionDetails {
             approved_amount: self.approved_amount,
             eligibility: self.eligibility,
-            fraud: fraud.map(|f| raw(f, "null")),
+            fraud,
             fraud_score: self.fraud.as_ref().map(|f| f.fraud_score),
-            lines: lines.map(|l| raw(l, "[]")),
+            lines,
             outcome: self.outcome,
-            reasons: raw(reasons, "[]"),
+            reasons,
             reviews: self.reviews.as_deref(),
             rulebook_id: (!self.rulebook_id.is_empty()).then_some(self.rulebook_id.as_str()),
             rulebook_version: self.rulebook_version,
             rules_evaluated: self.trace.len(),
             status: self.status,
             task_id: self.task_id.as_deref(),
-            trace: &self.trace,
+            trace,
         };
         AuditEntry {
             audit_id: self.audit_id.clone(),
@@ -67,13 +62,6 @@ impl Decision {
             details: json(&details).unwrap_or_else(|| "{}".into()),
         }
     }
-}
-
-/// `text` as JSON, or `or` should it not be JSON (it always is: the store serialised it).
-fn raw<'a>(text: &'a str, or: &'static str) -> &'a RawValue {
-    serde_json::from_str::<&RawValue>(text).unwrap_or_else(|_| {
-        serde_json::from_str(or).unwrap_or_else(|_| unreachable!("{or} is JSON"))
-    })
 }
 
 /// The details of a decision's audit record: everything its decision receipt shows
@@ -104,7 +92,7 @@ struct DecisionDetails<'a> {
     /// the rules that matched or failed; the others of that rulebook version evaluated
     /// to false.) A rule that did not match is written short: see
     /// [`TraceEntry`](crate::rules::TraceEntry).
-    trace: &'a Trace,
+    trace: &'a RawValue,
 }
 
 /// Decisions per statement: 15 bound values a row stays well under SQLite's 32,766.
@@ -114,7 +102,7 @@ const ROWS_PER_STATEMENT: usize = 1000;
 #[derive(Debug)]
 struct Row<'a> {
     d: &'a Decision,
-    t: DecisionTexts,
+    t: Cow<'a, DecisionTexts>,
 }
 
 /// A batch of decisions serialised for [`Store::write_decisions_in`], before the
@@ -137,10 +125,26 @@ impl<'a> PreparedDecisions<'a> {
             .iter()
             .map(|d| Row {
                 d,
-                t: texts
-                    .next()
-                    .flatten()
-                    .unwrap_or_else(|| DecisionTexts::of(d)),
+                t: Cow::Owned(
+                    texts
+                        .next()
+                        .flatten()
+                        .unwrap_or_else(|| DecisionTexts::of(d)),
+                ),
+            })
+            .collect();
+        Self { rows }
+    }
+
+    /// As [`Self::new`], with the texts of every decision made ahead and kept by the
+    /// caller: `texts[i]` made of `decisions[i]` as it is now.
+    pub fn borrowing(decisions: &'a [Decision], texts: &'a [DecisionTexts]) -> Self {
+        let rows = decisions
+            .iter()
+            .zip(texts)
+            .map(|(d, t)| Row {
+                d,
+                t: Cow::Borrowed(t),
             })
             .collect();
         Self { rows }
@@ -151,31 +155,38 @@ impl<'a> PreparedDecisions<'a> {
 /// analysis, lines, pricing, visits and facts as JSON, and its audit entry. Made from
 /// the decision as it is; a caller that makes them ahead of the write (a rebuild,
 /// while the page before is written) must not change the decision between.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DecisionTexts {
-    reasons: String,
-    fraud: Option<String>,
+    reasons: Json,
+    fraud: Option<Json>,
     /// None for a decision that leaves the claim's lines as they are.
-    lines: Option<String>,
-    pricing: Option<String>,
+    lines: Option<Json>,
+    pricing: Option<Json>,
     /// The visits of the claim's count in its member's year, when it counts.
     visits: Option<String>,
-    facts: Option<String>,
+    facts: Option<Json>,
+    /// Written into the audit entry, and into the decision's record on `claims.decided`
+    /// (see [`Self::parts`]).
+    trace: Json,
     entry: PreparedEntry,
 }
 
 impl DecisionTexts {
     pub fn of(d: &Decision) -> Self {
-        let reasons = json(&d.reasons).unwrap_or_else(|| "[]".into());
-        let fraud = d.fraud.as_ref().and_then(json);
-        let lines = (!d.lines.is_empty())
-            .then(|| match &d.lines_json {
-                Some(told) => Some(told.get().to_owned()),
-                None => json(&d.lines),
-            })
-            .flatten();
+        let reasons = Json::of(&d.reasons);
+        let fraud = d.fraud.as_ref().map(Json::of);
+        let lines = (!d.lines.is_empty()).then(|| match &d.lines_json {
+            Some(told) => told.clone(),
+            None => Json::of(&d.lines),
+        });
+        let trace = Json::of(&d.trace);
         let entry = d
-            .audit_entry_with(&reasons, lines.as_deref(), fraud.as_deref())
+            .audit_entry_with(
+                reasons.raw(),
+                lines.as_ref().map(Json::raw),
+                fraud.as_ref().map(Json::raw),
+                trace.raw(),
+            )
             .into();
         Self {
             reasons,
@@ -186,10 +197,23 @@ impl DecisionTexts {
                 .pricing
                 .as_ref()
                 .filter(|_| d.status == ClaimStatus::PendingReview)
-                .and_then(json),
+                .map(Json::of),
             visits: d.counted.as_ref().and_then(|(_, u)| json(&u.visits)),
-            facts: d.facts.as_ref().and_then(json),
+            facts: d.facts.as_ref().map(Json::of),
+            trace,
             entry,
+        }
+    }
+
+    /// The decision's members as JSON, for its [`Written`](crate::model::Written) record.
+    pub fn parts(&self) -> WrittenParts<'_> {
+        WrittenParts {
+            fraud: self.fraud.as_ref().map(Json::raw),
+            reasons: self.reasons.raw(),
+            trace: self.trace.raw(),
+            lines: self.lines.as_ref().map(Json::raw),
+            pricing: self.pricing.as_ref().map(Json::raw),
+            facts: self.facts.as_ref().map(Json::raw),
         }
     }
 }
@@ -419,15 +443,15 @@ fn bind_updates<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -
             .bind(d.outcome.as_str())
             .bind(d.approved_amount)
             .bind(d.fraud.as_ref().map(|f| f.fraud_score))
-            .bind(row.t.fraud.as_deref())
+            .bind(row.t.fraud.as_ref().map(Json::get))
             .bind(d.audit_id.as_str())
-            .bind(row.t.reasons.as_str())
+            .bind(row.t.reasons.get())
             .bind(d.task_id.as_deref())
             .bind(d.decided_at_ms)
             .bind(d.version)
-            .bind(row.t.lines.as_deref())
-            .bind(row.t.pricing.as_deref())
-            .bind(row.t.facts.as_deref());
+            .bind(row.t.lines.as_ref().map(Json::get))
+            .bind(row.t.pricing.as_ref().map(Json::get))
+            .bind(row.t.facts.as_ref().map(Json::get));
     }
     q
 }
@@ -441,7 +465,7 @@ fn bind_tasks<'q>(mut q: AnyQuery<'q>, rows: &'q [Row<'q>], chunk: &[usize]) -> 
             .bind(d.claim_id.as_str())
             .bind("open")
             .bind(d.priority)
-            .bind(row.t.reasons.as_str())
+            .bind(row.t.reasons.get())
             .bind(d.decided_at_ms);
     }
     q
@@ -597,5 +621,119 @@ impl Store {
         .fetch_all(self.reader())
         .await?;
         Ok(rows.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use schemas::claim::{ClaimStatus, Outcome};
+    use schemas::receipt::EligibilityStatus;
+    use serde::Serialize;
+
+    use super::DecisionTexts;
+    use crate::adjudication::{Pricing, Usage};
+    use crate::model::{Decision, DecisionFacts, DomainEvent, EventKind, FraudScore, Written};
+
+    /// What a decision's `Written` record has always been: `"written":true`, then the
+    /// decision as its own `Serialize` writes it.
+    #[derive(Serialize)]
+    struct Flattened<'a> {
+        written: bool,
+        #[serde(flatten)]
+        decision: &'a Decision,
+    }
+
+    fn value<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A flagged claim's decision with every member the record can carry set.
+    fn everything() -> Decision {
+        let mut d = Decision::sample("C-1", "M-1", 1);
+        d.status = ClaimStatus::PendingReview;
+        d.outcome = Outcome::Flagged;
+        d.fraud = Some(FraudScore {
+            fraud_score: 0.82,
+            model_version: "fraud-v1".into(),
+            reasons: Vec::new(),
+        });
+        d.reasons = value(serde_json::json!([
+            {"source": "rule", "code": "R", "rule_id": "r1", "message": "a \"quoted\" reason"}
+        ]));
+        d.trace = value(serde_json::json!([
+            {"rule_id": "r1", "action": "flag", "matched": true, "detail": "true"},
+            {"rule_id": "r2", "action": "flag", "matched": false}
+        ]));
+        d.task_id = Some("task_C-1".into());
+        d.events = vec![DomainEvent::new(
+            EventKind::ClaimFlagged,
+            &d.tenant_id,
+            "C-1",
+            "2026-01-01T00:00:00Z".into(),
+            serde_json::json!({"claim_id": "C-1"}),
+        )];
+        d.lines = vec![value(serde_json::json!({
+            "line_no": 1, "procedure_code": "99213", "units": 1, "amount": 12_000,
+            "modifiers": [], "adjudication": null,
+        }))];
+        d.eligibility = Some(EligibilityStatus::Covered);
+        d.reviews = Some("aud_C-0".into());
+        d.officer = Some("usr_1".into());
+        d.pricing = Some(
+            Pricing {
+                member_id: "M-1".into(),
+                plan_id: "gold".into(),
+                benefits: Arc::new(schemas::plan::Benefits {
+                    deductible: 50_000,
+                    coinsurance_pct: 20,
+                    ..Default::default()
+                }),
+                year: 2026,
+                fee_schedule: Default::default(),
+                denials: Vec::new(),
+                cap: None,
+            }
+            .into(),
+        );
+        d.officer_amount = Some(9_000);
+        d.replaces_claim_id = Some("C-0".into());
+        d.facts = Some(Box::new(DecisionFacts::default()).into());
+        d.counted = Some((
+            2026,
+            Usage {
+                deductible: 1,
+                out_of_pocket: 2,
+                paid: 3,
+                ..Default::default()
+            },
+        ));
+        d
+    }
+
+    /// The chain writes a decision's record from the texts the store made of it: the
+    /// record must be, byte for byte, the one serialising the decision makes, which
+    /// `claims replay` and the snapshot stage read.
+    #[test]
+    fn a_written_record_made_from_the_stores_texts_is_the_decisions_own() {
+        // Lines told in `claim.completed` already, whose text the store takes as told.
+        let mut approved = Decision::sample("C-2", "M-1", 1);
+        approved.lines = everything().lines;
+        approved.completed_data(true);
+        assert!(approved.lines_json.is_some());
+        for d in [everything(), approved, Decision::sample("C-3", "M-2", 2)] {
+            let own = serde_json::to_string(&Flattened {
+                written: true,
+                decision: &d,
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            let texts = DecisionTexts::of(&d);
+            let from_texts = serde_json::to_string(&Written::with(&d, texts.parts()))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(from_texts, own);
+            let alone = serde_json::to_string(&Written::new(&d)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(alone, own);
+        }
     }
 }
