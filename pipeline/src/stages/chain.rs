@@ -114,15 +114,18 @@ impl Stage for Chain {
         let started = std::time::Instant::now();
         // Since the last batch went to its commit: this batch's poll.
         let polled = self.committing.as_ref().map(|(_, at)| started - *at);
-        let (out, decisions) = crate::cpu::heavy(self.decide(batch)).await?;
+        let (writer, topics, records) = (consumer.writer(), self.topics.clone(), batch.to_vec());
+        let webhooks = self.webhooks.clone();
+        let mut commit = crate::cpu::heavy(async {
+            let (out, decisions) = self.decide(batch).await?;
+            Ok::<_, StageError>(Commit::new(store, writer, &topics, records, out, decisions))
+        })
+        .await?;
+        commit.webhooks = webhooks;
         let handled = started.elapsed();
         self.settle().await;
         tracing::debug!(stage = "chain", records = batch.len(), ?polled, ?handled, settled = ?started.elapsed() - handled, "Batch decided.");
-        let (writer, topics, batch) = (consumer.writer(), self.topics.clone(), batch.to_vec());
-        let webhooks = self.webhooks.clone();
         let committing = tokio::spawn(async move {
-            let mut commit = Commit::new(store, writer, &topics, batch, out, decisions);
-            commit.webhooks = webhooks;
             let started = std::time::Instant::now();
             let mut attempt = 0;
             while let Err(e) = commit.run().await {
