@@ -13,7 +13,9 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use backend::{Backend, Database};
-use pipeline::bus::{Bus, EmbeddedLog, KafkaBus, KafkaSettings, Message, TopicSpec};
+use pipeline::bus::{
+    pack_all, Bus, Consumer, EmbeddedLog, KafkaBus, KafkaSettings, Message, Packed, TopicSpec,
+};
 use pipeline::store::{Store, StoreOptions};
 
 /// `shared` tests run on the embedded log over each store and on Kafka (`sqlite::…`,
@@ -59,6 +61,7 @@ buses!(
         a_poll_whose_read_fails_part_way_hands_out_nothing_and_passes_nothing_by,
         upkeep_compacts_a_topic_once_it_took_as_many_records_again_as_it_held,
         large_values_are_stored_compressed_and_read_back_as_published,
+        values_packed_ahead_are_stored_as_the_turn_packs_them,
     ],
 );
 
@@ -908,4 +911,85 @@ async fn large_values_are_stored_compressed_and_read_back_as_published(b: Backen
         large.len()
     );
     assert_eq!(stored[1].1, published[1].value.len() as i64);
+}
+
+/// What the log stores of `topic`, by key: each record's codec and stored value.
+async fn stored_rows(db: &Database, topic: &TopicSpec) -> Vec<(String, i64, Vec<u8>)> {
+    let raw = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    sqlx::query_as(
+        "SELECT record_key, codec, value FROM bus_records WHERE topic = $1 ORDER BY record_key",
+    )
+    .bind(&topic.name)
+    .fetch_all(&raw)
+    .await
+    .unwrap()
+}
+
+/// The fused chain packs its outputs' values before it takes the store's writer: they
+/// are stored as the log packs values in its own transaction, and read back as
+/// published.
+async fn values_packed_ahead_are_stored_as_the_turn_packs_them(b: Backend) {
+    let f = fixture(b).await;
+    let (input, ahead, inside) = (
+        topic("in", false),
+        topic("ahead", false),
+        topic("inside", false),
+    );
+    let log = EmbeddedLog::new(f.store.clone());
+    let bus = Bus::Embedded(log.clone());
+    bus.publish(&input, &[msg("k", "1")]).await.unwrap();
+    log.ensure_topic(&ahead).await.unwrap();
+    let trace: Vec<String> = (0..60)
+        .map(|i| format!(r#"{{"rule_id":"r{i}","action":"flag","matched":false}}"#))
+        .collect();
+    let large = format!(r#"{{"claim_id":"C-1","trace":[{}]}}"#, trace.join(","));
+    let published = vec![
+        msg("C-1", &large),
+        msg("C-2", r#"{"claim_id":"C-2"}"#),
+        msg("C-3", &large.replace("C-1", "C-3")),
+    ];
+    bus.publish(&inside, &published).await.unwrap();
+
+    let mut c = bus
+        .consumer("g", std::slice::from_ref(&input))
+        .await
+        .unwrap();
+    let batch = c.poll(10, Duration::from_secs(1)).await.unwrap();
+    let Consumer::Embedded(c) = &c else {
+        panic!("an embedded consumer")
+    };
+    let writer = c.writer();
+    let outputs = vec![(ahead.clone(), published.clone())];
+    let packed: Vec<Packed> = outputs
+        .iter()
+        .map(|(_, m)| pack_all(m.iter().map(|m| &m.value[..])))
+        .collect();
+    let mut tx = writer.begin().await.unwrap();
+    writer
+        .publish_packed_in(&mut tx, &outputs, &packed, &batch)
+        .await
+        .unwrap();
+    writer.finish(tx, &outputs).await.unwrap();
+
+    let (packed_ahead, packed_inside) = (
+        stored_rows(&f.db, &ahead).await,
+        stored_rows(&f.db, &inside).await,
+    );
+    assert_eq!(packed_ahead, packed_inside);
+    assert_eq!(
+        packed_ahead.iter().map(|r| r.1).collect::<Vec<_>>(),
+        [1, 0, 1],
+        "the large values packed, the small one as published"
+    );
+    let mut scanned: Vec<Vec<u8>> = log
+        .scan(&ahead)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    scanned.sort();
+    let mut values: Vec<Vec<u8>> = published.iter().map(|m| m.value.clone()).collect();
+    values.sort();
+    assert_eq!(scanned, values);
 }

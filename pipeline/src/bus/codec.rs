@@ -32,13 +32,30 @@ pub enum Codec {
 
 /// `value` as stored, with its codec.
 pub fn stored(value: &[u8]) -> (Codec, Cow<'_, [u8]>) {
+    match packed(value) {
+        Some(packed) => (Codec::Lz4, Cow::Owned(packed)),
+        None => (Codec::Plain, Cow::Borrowed(value)),
+    }
+}
+
+/// `value` as an LZ4 block, when it is stored so; none when it is stored as published.
+pub fn packed(value: &[u8]) -> Option<Vec<u8>> {
     if value.len() >= COMPRESS_FROM {
         let packed = lz4_flex::compress_prepend_size(value);
         if packed.len() <= value.len() - value.len() / 8 {
-            return (Codec::Lz4, Cow::Owned(packed));
+            return Some(packed);
         }
     }
-    (Codec::Plain, Cow::Borrowed(value))
+    None
+}
+
+/// What [`packed`] made of each of some values, ahead of the transaction that appends
+/// them: packing runs while SQLite's one writer waits otherwise.
+pub type Packed = Vec<Option<Vec<u8>>>;
+
+/// Each value of `values` packed ahead (see [`Packed`]).
+pub fn pack_all<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Packed {
+    values.into_iter().map(packed).collect()
 }
 
 /// The value as published, from its stored form. A stored value that does not unpack

@@ -16,6 +16,7 @@
 //! - Compacted topics keep only the latest record per key once [`EmbeddedLog::compact`]
 //!   runs; consumed records of other topics are trimmed by [`EmbeddedLog::trim`].
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -163,6 +164,18 @@ impl EmbeddedLog {
         topic: &TopicSpec,
         messages: &[Message],
     ) -> Result<Vec<(u32, i64)>, BusError> {
+        self.append_packed_in(tx, topic, messages, None).await
+    }
+
+    /// [`Self::append_in`], with the values packed ahead when `packed` is given:
+    /// `packed[i]` made of `messages[i]` by [`codec::pack_all`].
+    async fn append_packed_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        topic: &TopicSpec,
+        messages: &[Message],
+        packed: Option<&codec::Packed>,
+    ) -> Result<Vec<(u32, i64)>, BusError> {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
@@ -187,7 +200,17 @@ impl EmbeddedLog {
             placed.push((*p, *slot));
             *slot += 1;
         }
-        let values: Vec<_> = messages.iter().map(|m| codec::stored(&m.value)).collect();
+        let values: Vec<_> = match packed {
+            Some(packed) => messages
+                .iter()
+                .zip(packed)
+                .map(|(m, p)| match p {
+                    Some(p) => (codec::Codec::Lz4, Cow::Borrowed(&p[..])),
+                    None => (codec::Codec::Plain, Cow::Borrowed(&m.value[..])),
+                })
+                .collect(),
+            None => messages.iter().map(|m| codec::stored(&m.value)).collect(),
+        };
         for chunk in messages
             .iter()
             .zip(&placed)
@@ -893,8 +916,22 @@ impl GroupWriter {
         outputs: &[(TopicSpec, Vec<Message>)],
         records: &[Record],
     ) -> Result<(), BusError> {
-        for (topic, messages) in outputs {
-            self.log.append_in(tx, topic, messages).await?;
+        self.publish_packed_in(tx, outputs, &[], records).await
+    }
+
+    /// [`Self::publish_in`], with the outputs' values packed ahead: `packed[i]` made of
+    /// `outputs[i]`'s by [`codec::pack_all`]; empty to pack them here.
+    pub async fn publish_packed_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        outputs: &[(TopicSpec, Vec<Message>)],
+        packed: &[codec::Packed],
+        records: &[Record],
+    ) -> Result<(), BusError> {
+        for (i, (topic, messages)) in outputs.iter().enumerate() {
+            self.log
+                .append_packed_in(tx, topic, messages, packed.get(i))
+                .await?;
         }
         self.commit_in(tx, records).await
     }

@@ -27,6 +27,7 @@ mod wire;
 
 use std::time::Duration;
 
+pub use codec::{pack_all, Packed};
 pub use embedded::{EmbeddedConsumer, EmbeddedLog, GroupWriter};
 pub use error::BusError;
 pub use inspect::{topic_info, GroupLag, RecordView, TopicInfo};

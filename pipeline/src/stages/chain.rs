@@ -34,7 +34,9 @@ use super::snapshot::accumulators::{lock, Accumulators, Shared};
 use super::snapshot::{event_messages, settle};
 use super::validate::Validate;
 use super::webhooks::Deliveries;
-use crate::bus::{Bus, BusError, Consumer, GroupWriter, Message, Record, TopicSpec};
+use crate::bus::{
+    pack_all, Bus, BusError, Consumer, GroupWriter, Message, Packed, Record, TopicSpec,
+};
 use crate::model::{ClaimSubmitted, Decision, Written};
 use crate::retry::backoff;
 use crate::store::{DecisionTexts, PreparedDecisions, Store};
@@ -160,6 +162,8 @@ struct Commit {
     /// events topic, the last entry): all encoded before the writer is taken, as
     /// SQLite's one writer waits for whatever runs inside the transaction.
     outputs: Vec<(TopicSpec, Vec<Message>)>,
+    /// The outputs' values as the log stores them, packed ahead too.
+    packed: Vec<Packed>,
     /// Per decision, how many of the events are its own, in order.
     events_of: Vec<usize>,
     decisions: Vec<Decision>,
@@ -192,11 +196,16 @@ impl Commit {
         let mut outputs = by_topic(out);
         outputs.push((topics.decided.clone(), written));
         outputs.push((topics.events.clone(), events));
+        let packed = outputs
+            .iter()
+            .map(|(_, messages)| pack_all(messages.iter().map(|m| &m.value[..])))
+            .collect();
         Self {
             store,
             writer,
             batch,
             outputs,
+            packed,
             events_of,
             decisions,
             texts,
@@ -219,8 +228,12 @@ impl Commit {
         let mut tx = self.writer.begin().await?;
         let taken = std::time::Instant::now();
         let check = self.store.check_decisions_in(&mut tx, &prepared).await?;
-        let outputs = held_only(&self.outputs, &self.events_of, &check.held);
-        let outputs = outputs.as_deref().unwrap_or(&self.outputs);
+        let held = held_only(&self.outputs, &self.events_of, &check.held);
+        // Outputs left out change what is appended: those are packed in the turn.
+        let (outputs, packed) = match &held {
+            Some(held) => (&held[..], &[][..]),
+            None => (&self.outputs[..], &self.packed[..]),
+        };
         let queued = match (&self.webhooks, fanned) {
             (Some(w), Some(mut fanned)) => {
                 // Only the events published: those of the decisions the store holds.
@@ -239,7 +252,7 @@ impl Commit {
             _ => None,
         };
         self.writer
-            .publish_in(&mut tx, outputs, &self.batch)
+            .publish_packed_in(&mut tx, outputs, packed, &self.batch)
             .await?;
         self.store
             .write_checked_decisions_in(&mut tx, &prepared, &check)
