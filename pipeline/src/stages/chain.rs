@@ -100,7 +100,9 @@ impl Stage for Chain {
 
     /// With the snapshot in this process, a batch commits in a task of its own while
     /// the next batch is handled: the chain's CPU work and the store's writer then run
-    /// side by side instead of taking turns. Batches still commit one at a time and in
+    /// side by side instead of taking turns. What the commit writes (the decisions'
+    /// texts, records and events, packed) is made with the deciding, beside the last
+    /// commit, so that the commit's task only runs the transaction. Batches still commit one at a time and in
     /// order, each after the one before it, and a failed commit is retried (the same
     /// outputs, decided once) before the next one starts; so the group never moves past
     /// a batch whose outputs are not durable.
