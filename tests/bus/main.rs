@@ -854,6 +854,37 @@ async fn outputs_and_the_commit_of_their_inputs_land_together(b: Backend) {
         .is_empty());
 }
 
+/// A decision's record as large as a 60 rules' trace makes it.
+fn large_record(claim_id: &str) -> String {
+    let trace: Vec<String> = (0..60)
+        .map(|i| format!(r#"{{"rule_id":"r{i}","action":"flag","matched":false}}"#))
+        .collect();
+    format!(
+        r#"{{"claim_id":"{claim_id}","trace":[{}]}}"#,
+        trace.join(",")
+    )
+}
+
+/// The values `topic` holds, as a scan reads them back, in order.
+async fn scanned(log: &EmbeddedLog, topic: &TopicSpec) -> Vec<Vec<u8>> {
+    let mut values: Vec<Vec<u8>> = log
+        .scan(topic)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    values.sort();
+    values
+}
+
+/// The values of `published`, in order.
+fn values(published: &[Message]) -> Vec<Vec<u8>> {
+    let mut values: Vec<Vec<u8>> = published.iter().map(|m| m.value.clone()).collect();
+    values.sort();
+    values
+}
+
 /// A decision's record is a few KiB of JSON; the log keeps it compressed, and its reads
 /// (a consumer's poll, a scan: all go through one row type) hand it back as published.
 async fn large_values_are_stored_compressed_and_read_back_as_published(b: Backend) {
@@ -861,10 +892,7 @@ async fn large_values_are_stored_compressed_and_read_back_as_published(b: Backen
     let t = topic("large", false);
     let log = EmbeddedLog::new(f.store.clone());
     let bus = Bus::Embedded(log.clone());
-    let trace: Vec<String> = (0..60)
-        .map(|i| format!(r#"{{"rule_id":"r{i}","action":"flag","matched":false}}"#))
-        .collect();
-    let large = format!(r#"{{"claim_id":"C-1","trace":[{}]}}"#, trace.join(","));
+    let large = large_record("C-1");
     let published = [msg("C-1", &large), msg("C-2", r#"{"claim_id":"C-2"}"#)];
     bus.publish(&t, &published).await.unwrap();
 
@@ -882,17 +910,7 @@ async fn large_values_are_stored_compressed_and_read_back_as_published(b: Backen
         .map(|m| (m.key.clone(), m.value.clone()))
         .collect();
     assert_eq!(read, expected);
-    let mut scanned: Vec<Vec<u8>> = log
-        .scan(&t)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.value)
-        .collect();
-    scanned.sort();
-    let mut values: Vec<Vec<u8>> = published.iter().map(|m| m.value.clone()).collect();
-    values.sort();
-    assert_eq!(scanned, values);
+    assert_eq!(scanned(&log, &t).await, values(&published));
 
     // As stored: the large value in under a third of its bytes, the small one as it was.
     let raw = sqlx::AnyPool::connect(&f.db.url).await.unwrap();
@@ -939,14 +957,11 @@ async fn values_packed_ahead_are_stored_as_the_turn_packs_them(b: Backend) {
     let bus = Bus::Embedded(log.clone());
     bus.publish(&input, &[msg("k", "1")]).await.unwrap();
     log.ensure_topic(&ahead).await.unwrap();
-    let trace: Vec<String> = (0..60)
-        .map(|i| format!(r#"{{"rule_id":"r{i}","action":"flag","matched":false}}"#))
-        .collect();
-    let large = format!(r#"{{"claim_id":"C-1","trace":[{}]}}"#, trace.join(","));
+    let large = large_record("C-1");
     let published = vec![
         msg("C-1", &large),
         msg("C-2", r#"{"claim_id":"C-2"}"#),
-        msg("C-3", &large.replace("C-1", "C-3")),
+        msg("C-3", &large_record("C-3")),
     ];
     bus.publish(&inside, &published).await.unwrap();
 
@@ -981,15 +996,5 @@ async fn values_packed_ahead_are_stored_as_the_turn_packs_them(b: Backend) {
         [1, 0, 1],
         "the large values packed, the small one as published"
     );
-    let mut scanned: Vec<Vec<u8>> = log
-        .scan(&ahead)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.value)
-        .collect();
-    scanned.sort();
-    let mut values: Vec<Vec<u8>> = published.iter().map(|m| m.value.clone()).collect();
-    values.sort();
-    assert_eq!(scanned, values);
+    assert_eq!(scanned(&log, &ahead).await, values(&published));
 }

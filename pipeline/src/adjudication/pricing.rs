@@ -33,6 +33,28 @@ pub struct Pricing {
     pub cap: Option<Cap>,
 }
 
+#[cfg(test)]
+impl Pricing {
+    /// M-1's 2026 on plan `gold`: a deductible of 500.00 then 20% coinsurance, no fee
+    /// schedule, no denials, no cap.
+    pub fn sample() -> Self {
+        Self {
+            member_id: "M-1".into(),
+            plan_id: "gold".into(),
+            benefits: Arc::new(Benefits {
+                deductible: 50_000,
+                coinsurance_pct: 20,
+                out_of_pocket_max: 1_000_000,
+                ..Default::default()
+            }),
+            year: 2026,
+            fee_schedule: Default::default(),
+            denials: Vec::new(),
+            cap: None,
+        }
+    }
+}
+
 impl Pricing {
     /// Adjudicates `lines` against the plan and `year`, what the member used before this
     /// claim, writing each line's adjudication; what the claim adds to the year.

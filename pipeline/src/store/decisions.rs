@@ -626,8 +626,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use schemas::claim::{ClaimStatus, Outcome};
     use schemas::receipt::EligibilityStatus;
     use serde::Serialize;
@@ -681,22 +679,7 @@ mod tests {
         d.eligibility = Some(EligibilityStatus::Covered);
         d.reviews = Some("aud_C-0".into());
         d.officer = Some("usr_1".into());
-        d.pricing = Some(
-            Pricing {
-                member_id: "M-1".into(),
-                plan_id: "gold".into(),
-                benefits: Arc::new(schemas::plan::Benefits {
-                    deductible: 50_000,
-                    coinsurance_pct: 20,
-                    ..Default::default()
-                }),
-                year: 2026,
-                fee_schedule: Default::default(),
-                denials: Vec::new(),
-                cap: None,
-            }
-            .into(),
-        );
+        d.pricing = Some(Pricing::sample().into());
         d.officer_amount = Some(9_000);
         d.replaces_claim_id = Some("C-0".into());
         d.facts = Some(Box::new(DecisionFacts::default()).into());

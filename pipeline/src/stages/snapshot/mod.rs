@@ -185,8 +185,6 @@ pub fn event_messages(d: &Decision) -> impl Iterator<Item = Message> + '_ {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::adjudication::Pricing;
     use crate::bus::EmbeddedLog;
@@ -250,23 +248,7 @@ mod tests {
             "modifiers": [], "adjudication": null,
         }))
         .unwrap()];
-        d.pricing = Some(
-            Pricing {
-                member_id: "M-1".into(),
-                plan_id: "gold".into(),
-                benefits: Arc::new(schemas::plan::Benefits {
-                    deductible: 50_000,
-                    coinsurance_pct: 20,
-                    out_of_pocket_max: 1_000_000,
-                    ..Default::default()
-                }),
-                year: 2026,
-                fee_schedule: Default::default(),
-                denials: Vec::new(),
-                cap: None,
-            }
-            .into(),
-        );
+        d.pricing = Some(Pricing::sample().into());
         d
     }
 
