@@ -110,7 +110,7 @@ pub struct Written<'a> {
 /// The JSON of a decision's larger members as the store has just written them (its
 /// reasons, fraud analysis, trace, lines, pricing and facts), which its [`Written`]
 /// record takes as they are: serialising them a second time for the record was a
-/// twentieth of the embedded pipeline's CPU. Each must be the text of the decision's
+/// sixteenth of the embedded pipeline's CPU. Each must be the text of the decision's
 /// member as it is now.
 #[derive(Debug, Clone, Copy)]
 pub struct WrittenParts<'a> {
